@@ -1,0 +1,36 @@
+# Two commands: `make run` and `make test`. Each sets itself up on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+READY := $(VENV)/.ready
+
+.PHONY: run test bench lint format setup clean
+
+$(READY): requirements.txt requirements-dev.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Plangate needs Python 3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements-dev.txt
+	@touch $@
+
+setup: $(READY)
+
+run: $(READY)
+	$(BIN)/python scripts/run_local.py
+
+test: $(READY)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(READY)
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+lint: $(READY)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(READY)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache .hypothesis

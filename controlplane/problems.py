@@ -1,0 +1,207 @@
+"""One domain exception and one handler that turns every refusal into RFC 9457 problem+json.
+
+Services raise :class:`DomainError` with a stable ``code``; DRF's own exceptions (parse
+errors, authentication, throttling...) are mapped to the same shape, so a client only ever
+reads ``code`` and ``errors``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
+from rest_framework import exceptions as drf_exceptions
+from rest_framework.response import Response
+
+from guard.errors import FieldError
+
+logger = logging.getLogger(__name__)
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+
+
+@dataclass(frozen=True)
+class Problem:
+    status: int
+    title: str
+
+
+# The stable codes of the API. Tests import these names rather than message texts.
+PROBLEMS: dict[str, Problem] = {
+    "invalid_request": Problem(400, "The request is malformed"),
+    "invalid_plan": Problem(400, "The plan is invalid"),
+    "invalid_policy": Problem(400, "The policy document is invalid"),
+    "invalid_events": Problem(400, "The events are invalid"),
+    "invalid_api_key": Problem(401, "The API key is missing or not valid"),
+    "invalid_token": Problem(401, "The token is not valid"),
+    "agent_disabled": Problem(403, "The agent is disabled"),
+    "unknown_user": Problem(403, "The plan's user is not a member of this team"),
+    "user_disabled": Problem(403, "The plan's user is disabled"),
+    "policy_denied": Problem(403, "The active policy denies the plan"),
+    "permission_denied": Problem(403, "Not allowed"),
+    "not_found": Problem(404, "Not found"),
+    "plan_not_found": Problem(404, "No such plan"),
+    "method_not_allowed": Problem(405, "Method not allowed"),
+    "not_acceptable": Problem(406, "Not acceptable"),
+    "plan_mismatch": Problem(409, "The token does not belong to this plan"),
+    "plan_revoked": Problem(410, "The plan was revoked"),
+    "plan_expired": Problem(410, "The plan has expired"),
+    "unsupported_media_type": Problem(415, "Unsupported media type"),
+    "throttled": Problem(429, "Too many requests"),
+    "server_error": Problem(500, "Internal error"),
+    "no_signing_key": Problem(503, "No signing key is available"),
+}
+
+
+class DomainError(Exception):
+    """A refusal with a stable machine code, raised by services and mapped to problem+json."""
+
+    def __init__(
+        self,
+        code: str,
+        detail: str | None = None,
+        *,
+        errors: Iterable[FieldError] = (),
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        if code not in PROBLEMS:
+            raise ValueError(f"unknown problem code {code!r}")
+        self.code = code
+        self.detail = detail or PROBLEMS[code].title
+        self.errors = list(errors)
+        self.headers = headers or {}
+        super().__init__(f"{code}: {self.detail}")
+
+    @property
+    def status(self) -> int:
+        return PROBLEMS[self.code].status
+
+
+def problem_body(
+    code: str, detail: str, *, errors: Iterable[FieldError] = (), instance: str | None = None
+) -> dict[str, Any]:
+    problem = PROBLEMS[code]
+    body: dict[str, Any] = {
+        "type": f"urn:plangate:problem:{code}",
+        "title": problem.title,
+        "status": problem.status,
+        "code": code,
+        "detail": detail,
+    }
+    error_list = [{"path": e.path, "detail": e.detail} for e in errors]
+    if error_list:
+        body["errors"] = error_list
+    if instance:
+        body["instance"] = instance
+    return body
+
+
+def problem_response(error: DomainError, instance: str | None = None) -> Response:
+    response = Response(
+        problem_body(error.code, error.detail, errors=error.errors, instance=instance),
+        status=error.status,
+        content_type=PROBLEM_CONTENT_TYPE,
+        headers=error.headers,
+    )
+    return response
+
+
+def _drf_errors(data: Any, prefix: str = "") -> list[FieldError]:
+    """Flatten DRF's nested validation error structure into paths."""
+    if isinstance(data, dict):
+        found: list[FieldError] = []
+        for key, value in data.items():
+            name = "" if key == "non_field_errors" else str(key)
+            path = f"{prefix}.{name}" if prefix and name else (prefix or name)
+            found.extend(_drf_errors(value, path))
+        return found
+    if isinstance(data, list):
+        if all(not isinstance(item, dict | list) for item in data):
+            return [FieldError(prefix, str(item)) for item in data]
+        found = []
+        for index, value in enumerate(data):
+            found.extend(_drf_errors(value, f"{prefix}[{index}]"))
+        return found
+    return [FieldError(prefix, str(data))]
+
+
+def to_domain_error(exc: Exception) -> DomainError | None:
+    if isinstance(exc, DomainError):
+        return exc
+    if isinstance(exc, drf_exceptions.ValidationError):
+        return DomainError(
+            "invalid_request", "The request body is not valid.", errors=_drf_errors(exc.detail)
+        )
+    if isinstance(exc, drf_exceptions.ParseError):
+        return DomainError("invalid_request", f"The body is not valid JSON: {exc.detail}")
+    if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
+        return DomainError("invalid_api_key", str(exc.detail))
+    if isinstance(exc, drf_exceptions.Throttled):
+        wait = max(1, int(exc.wait or 1))
+        return DomainError(
+            "throttled",
+            f"Rate limit reached; retry in {wait} s.",
+            headers={"Retry-After": str(wait)},
+        )
+    if isinstance(exc, drf_exceptions.PermissionDenied):
+        return DomainError("permission_denied", str(exc.detail))
+    if isinstance(exc, drf_exceptions.NotFound | Http404):
+        return DomainError("not_found")
+    if isinstance(exc, drf_exceptions.MethodNotAllowed):
+        return DomainError("method_not_allowed", str(exc.detail))
+    if isinstance(exc, drf_exceptions.NotAcceptable):
+        return DomainError("not_acceptable", str(exc.detail))
+    if isinstance(exc, drf_exceptions.UnsupportedMediaType):
+        return DomainError("unsupported_media_type", str(exc.detail))
+    return None
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF exception handler: every refusal becomes problem+json."""
+    error = to_domain_error(exc)
+    if error is None:
+        logger.exception("unhandled error in %s", context.get("view"))
+        error = DomainError("server_error", "The server could not complete the request.")
+    request = context.get("request")
+    response = problem_response(error, instance=request.path if request is not None else None)
+    if error.status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="plangate"'
+    return response
+
+
+def _wants_problem(request: HttpRequest) -> bool:
+    """API paths answer problem+json; the admin and other pages keep Django's HTML pages."""
+    return request.path.startswith(("/v1/", "/healthz", "/readyz"))
+
+
+def _plain_problem(request: HttpRequest, code: str, detail: str | None = None) -> JsonResponse:
+    body = problem_body(code, detail or PROBLEMS[code].title, instance=request.path)
+    return JsonResponse(body, status=PROBLEMS[code].status, content_type=PROBLEM_CONTENT_TYPE)
+
+
+def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if _wants_problem(request):
+        return _plain_problem(request, "invalid_request")
+    return defaults.bad_request(request, exception)
+
+
+def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if _wants_problem(request):
+        return _plain_problem(request, "permission_denied")
+    return defaults.permission_denied(request, exception)
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if _wants_problem(request):
+        return _plain_problem(request, "not_found", f"No resource at {request.path}.")
+    return defaults.page_not_found(request, exception)
+
+
+def handler500(request: HttpRequest) -> HttpResponse:
+    if _wants_problem(request):
+        return _plain_problem(request, "server_error")
+    return defaults.server_error(request)

@@ -1,0 +1,31 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from members.models import Team
+from members.services import DEFAULT_TEAM_SLUG, agent_create, api_key_create
+from policies.models import Policy
+
+
+class Command(BaseCommand):
+    help = 'Create an agent bound to a policy; prints {"agent": id, "apiKey": "pg_..."} last.'
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("name")
+        parser.add_argument("--policy", required=True, help="policy slug")
+        parser.add_argument("--team", default=DEFAULT_TEAM_SLUG)
+
+    def handle(self, *args, name: str, policy: str, team: str, **options) -> None:
+        team_obj = Team.objects.filter(slug=team).first()
+        if team_obj is None:
+            raise CommandError(f"no team {team!r}")
+        policy_obj = Policy.objects.filter(team=team_obj, slug=policy).first()
+        if policy_obj is None:
+            raise CommandError(f"no policy {policy!r} in team {team!r}; run set_policy first")
+        if team_obj.agents.filter(name=name).exists():
+            raise CommandError(f"team {team!r} already has an agent named {name!r}")
+        with transaction.atomic():
+            agent = agent_create(team=team_obj, name=name, policy=policy_obj)
+            _, plaintext = api_key_create(agent=agent, name="created by create_agent")
+        self.stdout.write(json.dumps({"agent": agent.id, "apiKey": plaintext}))

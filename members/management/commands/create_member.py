@@ -1,0 +1,36 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from members.services import DEFAULT_TEAM_SLUG, member_upsert, team_get_or_create
+
+
+class Command(BaseCommand):
+    help = "Create a member (and the team, role and groups if missing) or update an existing one."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("email")
+        parser.add_argument("--team", default=DEFAULT_TEAM_SLUG)
+        parser.add_argument("--name")
+        parser.add_argument("--role", help="role name; an empty string clears the role")
+        parser.add_argument(
+            "--group", action="append", dest="groups", help="group name; repeat for several"
+        )
+
+    def handle(self, *args, email: str, team: str, name, role, groups, **options) -> None:
+        from django.core.exceptions import ValidationError
+
+        try:
+            member = member_upsert(
+                team=team_get_or_create(slug=team),
+                email=email,
+                name=name,
+                role=role,
+                groups=groups,
+                is_active=True,
+            )
+        except ValidationError as exc:
+            raise CommandError("; ".join(exc.messages)) from exc
+        role_name = member.role.name if member.role else "-"
+        self.stdout.write(
+            f"member {member.email} in team {team}: role {role_name}, "
+            f"groups {', '.join(member.group_names()) or '-'}"
+        )

@@ -1,0 +1,146 @@
+"""The team and who belongs to it: members, roles, groups, agents and their API keys."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings
+from django.db import models
+from django.db.models.functions import Lower
+from django.utils import timezone
+from ulid import ULID
+
+
+def new_ulid() -> str:
+    return str(ULID())
+
+
+class Team(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    log_call_arguments = models.BooleanField(
+        default=False,
+        help_text="Guards report call arguments in full instead of a digest.",
+    )
+    staff = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="plangate_teams",
+        help_text="Admin users who manage this team in the console.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name or self.slug
+
+
+class Role(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="roles")
+    name = models.CharField(max_length=64)
+    description = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["team", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="unique_role_name_per_team"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Group(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="groups")
+    name = models.CharField(max_length=64)
+    description = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["team", "name"]
+        verbose_name = "member group"
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="unique_group_name_per_team"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Member(models.Model):
+    """A person an agent may act for. E-mail is stored lowercased: matching is case-insensitive."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="members")
+    email = models.EmailField(max_length=254)
+    name = models.CharField(max_length=200, blank=True)
+    role = models.ForeignKey(
+        Role, on_delete=models.SET_NULL, null=True, blank=True, related_name="members"
+    )
+    groups = models.ManyToManyField(Group, blank=True, related_name="members")
+    is_active = models.BooleanField("active", default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team", "email"]
+        constraints = [
+            models.UniqueConstraint("team", Lower("email"), name="unique_member_email_per_team"),
+        ]
+
+    def __str__(self) -> str:
+        return self.email
+
+    def group_names(self) -> list[str]:
+        return sorted(group.name for group in self.groups.all())
+
+
+class Agent(models.Model):
+    id = models.CharField(primary_key=True, max_length=26, default=new_ulid, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=200)
+    is_active = models.BooleanField("active", default=True)
+    policy = models.ForeignKey("policies.Policy", on_delete=models.PROTECT, related_name="agents")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="unique_agent_name_per_team"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ApiKey(models.Model):
+    """An agent's credential. Only a keyed hash of the secret is kept; see members.services."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=200, blank=True)
+    lookup_id = models.CharField(max_length=16, unique=True, editable=False)
+    secret_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return self.prefix
+
+    @property
+    def prefix(self) -> str:
+        """The visible, non-secret start of the key, enough to recognise it."""
+        return f"pg_{self.lookup_id}"
+
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def is_expired(self, now: datetime | None = None) -> bool:
+        return self.expires_at is not None and self.expires_at <= (now or timezone.now())
+
+    def is_usable(self, now: datetime | None = None) -> bool:
+        return not self.is_revoked() and not self.is_expired(now)

@@ -1,0 +1,244 @@
+"""REST API v1 for agents: declare, refresh and read plans; publish the JWKS."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from django.conf import settings
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from controlplane.problems import DomainError
+from guard.errors import FieldError
+from members.services import api_key_touch
+
+from .keys import jwks_document
+from .models import Plan
+from .services import IssuedToken, plan_get_for_agent, plan_issue, plan_refresh
+
+PROBLEM = OpenApiResponse(description="RFC 9457 problem+json with a stable `code`")
+
+
+def parse_body(request: Request, *, required: set[str], optional: set[str]) -> dict:
+    """The JSON body as an object with exactly the allowed keys, or ``invalid_request``.
+
+    Unknown keys are refused rather than ignored: a misspelt field must never pass silently.
+    """
+    data = request.data
+    if not isinstance(data, dict):
+        raise DomainError(
+            "invalid_request",
+            "The body must be a JSON object.",
+            errors=[FieldError("", "expected an object")],
+        )
+    errors = [FieldError(key, "this field is required") for key in sorted(required - data.keys())]
+    errors += [
+        FieldError(key, "unknown field") for key in sorted(data.keys() - required - optional)
+    ]
+    if errors:
+        raise DomainError("invalid_request", "The request body is not valid.", errors=errors)
+    return data
+
+
+def parse_ttl(data: dict) -> int | None:
+    ttl = data.get("ttl")
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int):
+        raise DomainError(
+            "invalid_request",
+            "ttl must be an integer number of seconds.",
+            errors=[FieldError("ttl", "expected an integer")],
+        )
+    return ttl
+
+
+class AgentAPIView(APIView):
+    """An endpoint called with an API key. A successful call records the key's last use."""
+
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        super().initial(request, *args, **kwargs)
+        agent = request.user
+        if not agent.is_active:
+            raise DomainError("agent_disabled", f"Agent {agent.name} is disabled.")
+
+    def finalize_response(self, request: Request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if response.status_code < 400 and request.auth is not None:
+            api_key_touch(api_key=request.auth)
+        return response
+
+
+policy_ref = inline_serializer(
+    "PolicyRef",
+    {
+        "id": serializers.CharField(help_text="the policy's slug"),
+        "version": serializers.IntegerField(),
+        "hash": serializers.CharField(),
+    },
+)
+token_response = inline_serializer(
+    "IntentToken",
+    {
+        "id": serializers.CharField(help_text="the plan id (ULID), the token's jti"),
+        "token": serializers.CharField(help_text="compact JWS, EdDSA"),
+        "planHash": serializers.CharField(),
+        "expiresAt": serializers.DateTimeField(),
+        "policy": policy_ref,
+    },
+)
+
+
+def _token_body(issued: IssuedToken) -> dict:
+    return {
+        "id": issued.plan.id,
+        "token": issued.token,
+        "planHash": issued.plan.hash,
+        "expiresAt": issued.expires_at.isoformat().replace("+00:00", "Z"),
+        "policy": {
+            "id": issued.policy_version.policy.slug,
+            "version": issued.policy_version.number,
+            "hash": issued.policy_version.hash,
+        },
+    }
+
+
+class PlanCreateView(AgentAPIView):
+    @extend_schema(
+        operation_id="plans_declare",
+        summary="Declare a plan and receive an intent token",
+        request=inline_serializer(
+            "PlanDeclaration",
+            {
+                "plan": serializers.JSONField(help_text="the plan document, version 1"),
+                "ttl": serializers.IntegerField(required=False, min_value=60, max_value=3600),
+            },
+        ),
+        responses={
+            201: token_response,
+            400: PROBLEM,
+            401: PROBLEM,
+            403: PROBLEM,
+            429: PROBLEM,
+            503: PROBLEM,
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = parse_body(request, required={"plan"}, optional={"ttl"})
+        issued = plan_issue(agent=request.user, document=data["plan"], ttl=parse_ttl(data))
+        return Response(_token_body(issued), status=201)
+
+
+class PlanRefreshView(AgentAPIView):
+    @extend_schema(
+        operation_id="plans_refresh",
+        summary="Re-sign the same plan with the current policy",
+        request=inline_serializer(
+            "PlanRefresh",
+            {
+                "token": serializers.CharField(help_text="the plan's last token, may be expired"),
+                "ttl": serializers.IntegerField(required=False, min_value=60, max_value=3600),
+            },
+        ),
+        responses={
+            200: token_response,
+            400: PROBLEM,
+            401: PROBLEM,
+            403: PROBLEM,
+            404: PROBLEM,
+            409: PROBLEM,
+            410: PROBLEM,
+            429: PROBLEM,
+            503: PROBLEM,
+        },
+    )
+    def post(self, request: Request, plan_id: str) -> Response:
+        data = parse_body(request, required={"token"}, optional={"ttl"})
+        if not isinstance(data["token"], str):
+            raise DomainError(
+                "invalid_request",
+                "token must be a string.",
+                errors=[FieldError("token", "expected a string")],
+            )
+        issued = plan_refresh(
+            agent=request.user, plan_id=plan_id, token=data["token"], ttl=parse_ttl(data)
+        )
+        return Response(_token_body(issued))
+
+
+def _iso(value) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def plan_detail_body(plan: Plan) -> dict:
+    version = plan.policy_version
+    return {
+        "id": plan.id,
+        "status": plan.status,
+        "goal": plan.goal,
+        "user": plan.member.email,
+        "agent": plan.agent_id,
+        "planHash": plan.hash,
+        "createdAt": _iso(plan.created_at),
+        "expiresAt": _iso(plan.expires_at),
+        "revokedAt": _iso(plan.revoked_at),
+        "role": plan.role,
+        "groups": plan.groups,
+        "policy": {"id": version.policy.slug, "version": version.number, "hash": version.hash},
+        "steps": plan.document["steps"],
+        "tokens": [
+            {
+                "kind": token.kind,
+                "kid": token.kid,
+                "issuedAt": _iso(token.issued_at),
+                "expiresAt": _iso(token.expires_at),
+                "policyVersion": token.policy_version.number,
+                "role": token.role,
+                "groups": token.groups,
+            }
+            for token in plan.tokens.select_related("policy_version").order_by("issued_at", "id")
+        ],
+    }
+
+
+class PlanDetailView(AgentAPIView):
+    @extend_schema(
+        operation_id="plans_read",
+        summary="The calling agent's own plan: status, steps, token history",
+        responses={200: OpenApiResponse(description="the plan"), 401: PROBLEM, 404: PROBLEM},
+    )
+    def get(self, request: Request, plan_id: str) -> Response:
+        plan = plan_get_for_agent(agent=request.user, plan_id=plan_id)
+        return Response(plan_detail_body(plan))
+
+
+class JwksView(APIView):
+    authentication_classes: list = []
+    permission_classes: list = []
+    throttle_classes: list = []
+
+    @extend_schema(
+        operation_id="keys_jwks",
+        summary="Public keys that verify intent tokens (RFC 7517 JWK Set)",
+        responses={200: OpenApiResponse(description="JWK Set"), 304: None},
+    )
+    def get(self, request: Request) -> HttpResponse:
+        body = json.dumps(jwks_document(), separators=(",", ":"), sort_keys=True).encode()
+        etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+        headers = {
+            "Cache-Control": f"public, max-age={settings.PLANGATE_JWKS_MAX_AGE}",
+            "ETag": etag,
+        }
+        if_none_match = request.headers.get("If-None-Match", "")
+        if etag in [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]:
+            response = HttpResponse(status=304)
+        else:
+            response = HttpResponse(body, content_type="application/jwk-set+json")
+        for name, value in headers.items():
+            response[name] = value
+        return response

@@ -1,0 +1,138 @@
+"""Issued plans, the tokens signed for them, and the keys that sign."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from members.models import new_ulid
+
+
+class SigningKey(models.Model):
+    class State(models.TextChoices):
+        NEXT = "next", "next (published, not yet signing)"
+        ACTIVE = "active", "active (signing)"
+        RETIRED = "retired", "retired (verifies old tokens)"
+        REVOKED = "revoked", "revoked (withdrawn at once)"
+
+    kid = models.CharField(max_length=64, primary_key=True, help_text="RFC 7638 thumbprint")
+    state = models.CharField(max_length=10, choices=State.choices, db_index=True)
+    public_key = models.CharField(max_length=64, help_text="raw Ed25519 public key, base64url")
+    private_key_encrypted = models.TextField(help_text="Fernet token of the raw private key")
+    created_at = models.DateTimeField(default=timezone.now)
+    activated_at = models.DateTimeField(null=True, blank=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["state"], condition=Q(state="active"), name="unique_active_signing_key"
+            ),
+            models.UniqueConstraint(
+                fields=["state"], condition=Q(state="next"), name="unique_next_signing_key"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kid[:12]}… ({self.state})"
+
+
+class Plan(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        EXPIRED = "expired"
+        REVOKED = "revoked"
+
+    id = models.CharField(primary_key=True, max_length=26, default=new_ulid, editable=False)
+    team = models.ForeignKey("members.Team", on_delete=models.PROTECT, related_name="plans")
+    agent = models.ForeignKey("members.Agent", on_delete=models.PROTECT, related_name="plans")
+    member = models.ForeignKey("members.Member", on_delete=models.PROTECT, related_name="plans")
+    goal = models.CharField(max_length=1000)
+    document = models.JSONField(help_text="the plan with defaults filled in")
+    hash = models.CharField(max_length=64, db_index=True)
+    policy_version = models.ForeignKey(
+        "policies.PolicyVersion", on_delete=models.PROTECT, related_name="plans"
+    )
+    role = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 (null: no role)
+    groups = models.JSONField(default=list)
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.ACTIVE, db_index=True
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    expires_at = models.DateTimeField(help_text="absolute end of the plan, across refreshes")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["team", "-created_at"], name="plan_team_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.goal[:40]}"
+
+    def is_expired(self, now: datetime | None = None) -> bool:
+        return self.expires_at <= (now or timezone.now())
+
+
+class PlanToken(models.Model):
+    """One row per signature. The token string itself is a bearer credential: never stored."""
+
+    class Kind(models.TextChoices):
+        ISSUE = "issue"
+        REFRESH = "refresh"
+
+    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="tokens")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    kid = models.CharField(max_length=64, db_index=True)
+    issued_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
+    policy_version = models.ForeignKey(
+        "policies.PolicyVersion", on_delete=models.PROTECT, related_name="tokens"
+    )
+    role = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 (null: no role)
+    groups = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["plan", "issued_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.issued_at:%Y-%m-%d %H:%M:%S}"
+
+
+class PlanEvent(models.Model):
+    """A decision the agent's guard reported: what happened next to what was planned."""
+
+    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="events")
+    occurred_at = models.DateTimeField(db_index=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+    tool = models.CharField(max_length=64)
+    decision = models.CharField(max_length=32, db_index=True)
+    step = models.PositiveSmallIntegerField(null=True, blank=True)
+    reason = models.CharField(max_length=500, blank=True)
+    args_digest = models.CharField(max_length=64, blank=True)
+    args = models.JSONField(null=True, blank=True, help_text="only when the team logs arguments")
+
+    class Meta:
+        ordering = ["plan", "occurred_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.tool}: {self.decision}"
+
+
+class PlanDisplayUpdate(models.Model):
+    """An Agent Client Protocol plan update the agent showed its user, kept as sent."""
+
+    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="display_updates")
+    occurred_at = models.DateTimeField(null=True, blank=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+    message = models.JSONField()
+
+    class Meta:
+        ordering = ["plan", "received_at", "id"]
+
+    def __str__(self) -> str:
+        return f"ACP update {self.received_at:%Y-%m-%d %H:%M:%S}"

@@ -1,0 +1,280 @@
+"""Issuing, refreshing and revoking plans.
+
+Every check runs before the first write, and the writes of one request share a transaction,
+so a refused request leaves the database as it was.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from controlplane.problems import DomainError
+from guard.errors import DocumentInvalid, FieldError, TokenInvalid
+from guard.plan import plan_hash, validate_plan
+from guard.policy import evaluate_plan
+from guard.tokens import KeySet, public_jwk, unverified_header, verify_token
+from members.models import Agent, Member
+from policies.models import PolicyVersion
+from policies.selectors import policy_active_version
+
+from .keys import active_signer, signing_key_public
+from .models import Plan, PlanToken, SigningKey
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    plan: Plan
+    token: str
+    issued_at: datetime
+    expires_at: datetime
+    policy_version: PolicyVersion
+
+
+def plan_document_validate(document: object) -> dict:
+    """The normalized plan, or DomainError ``invalid_plan`` with each bad path under ``plan``."""
+    try:
+        return validate_plan(document)
+    except DocumentInvalid as exc:
+        raise DomainError(
+            "invalid_plan",
+            "The plan is invalid.",
+            errors=[error.prefixed("plan") for error in exc.errors],
+        ) from exc
+
+
+def token_ttl_resolve(ttl: int | None) -> int:
+    """The requested lifetime, defaulted and held within the configured bounds."""
+    if ttl is None:
+        return settings.PLANGATE_TOKEN_TTL
+    low, high = settings.PLANGATE_TOKEN_MIN_TTL, settings.PLANGATE_TOKEN_MAX_TTL
+    if not low <= ttl <= high:
+        raise DomainError(
+            "invalid_request",
+            f"ttl must be between {low} and {high} seconds.",
+            errors=[FieldError("ttl", f"must be between {low} and {high}")],
+        )
+    return ttl
+
+
+def _require_active_agent(agent: Agent) -> None:
+    if not agent.is_active:
+        raise DomainError("agent_disabled", f"Agent {agent.name} is disabled.")
+
+
+def _member_for(agent: Agent, email: str) -> Member:
+    member = (
+        Member.objects.select_related("role")
+        .prefetch_related("groups")
+        .filter(team_id=agent.team_id, email__iexact=email.strip())
+        .first()
+    )
+    if member is None:
+        raise DomainError("unknown_user", f"{email} is not a member of this agent's team.")
+    if not member.is_active:
+        raise DomainError("user_disabled", f"{email} is disabled.")
+    return member
+
+
+def _admitted_policy_version(
+    agent: Agent, plan: dict, role: str | None, groups: list[str]
+) -> PolicyVersion:
+    version = policy_active_version(policy=agent.policy_id)
+    if version is None:
+        raise DomainError("policy_denied", "The agent's policy has no published version.")
+    denials = evaluate_plan(version.document, plan, role=role, groups=groups)
+    if denials:
+        raise DomainError(
+            "policy_denied",
+            f"Policy {version.policy.slug} v{version.number} denies "
+            f"{len(denials)} step(s) of the plan.",
+            errors=[
+                FieldError(
+                    f"plan.{denial.path}",
+                    f"{denial.tool}: {denial.reason} "
+                    f"({'policy default' if denial.rule is None else f'rules[{denial.rule}]'})",
+                )
+                for denial in denials
+            ],
+        )
+    return version
+
+
+def _sign(
+    *,
+    plan: Plan,
+    kind: str,
+    member: Member,
+    role: str | None,
+    groups: list[str],
+    version: PolicyVersion,
+    ttl: int,
+    now: datetime,
+) -> IssuedToken:
+    signer = active_signer()
+    issued_at = int(now.timestamp())
+    # A token never outlives the plan it carries.
+    expires_at = min(issued_at + ttl, math.floor(plan.expires_at.timestamp()))
+    claims = {
+        "iss": settings.PLANGATE_ISSUER,
+        "sub": member.email,
+        "jti": plan.id,
+        "iat": issued_at,
+        "exp": expires_at,
+        "ph": plan.hash,
+        "plan": plan.document,
+        "agent": plan.agent_id,
+        "pol": version.document,
+        "polv": version.number,
+        "polh": version.hash,
+        "role": role,
+        "groups": groups,
+    }
+    token = signer.sign(claims)
+    issued = datetime.fromtimestamp(issued_at, tz=UTC)
+    expires = datetime.fromtimestamp(expires_at, tz=UTC)
+    PlanToken.objects.create(
+        plan=plan,
+        kind=kind,
+        kid=signer.kid,
+        issued_at=issued,
+        expires_at=expires,
+        policy_version=version,
+        role=role,
+        groups=groups,
+    )
+    return IssuedToken(
+        plan=plan, token=token, issued_at=issued, expires_at=expires, policy_version=version
+    )
+
+
+def plan_issue(*, agent: Agent, document: object, ttl: int | None = None) -> IssuedToken:
+    """Check the plan against the team and the agent's active policy, then sign it."""
+    ttl = token_ttl_resolve(ttl)
+    plan_document = plan_document_validate(document)
+    _require_active_agent(agent)
+    member = _member_for(agent, plan_document["user"])
+    role = member.role.name if member.role else None
+    groups = member.group_names()
+    version = _admitted_policy_version(agent, plan_document, role, groups)
+    now = timezone.now()
+    with transaction.atomic():
+        plan = Plan.objects.create(
+            team_id=agent.team_id,
+            agent=agent,
+            member=member,
+            goal=plan_document["goal"],
+            document=plan_document,
+            hash=plan_hash(plan_document),
+            policy_version=version,
+            role=role,
+            groups=groups,
+            created_at=now,
+            expires_at=now + timedelta(seconds=settings.PLANGATE_PLAN_MAX_AGE),
+        )
+        return _sign(
+            plan=plan,
+            kind=PlanToken.Kind.ISSUE,
+            member=member,
+            role=role,
+            groups=groups,
+            version=version,
+            ttl=ttl,
+            now=now,
+        )
+
+
+def _verify_refresh_token(token: str) -> dict:
+    """Verify a token we signed, expired or not. Any failure is ``invalid_token``."""
+    try:
+        kid = unverified_header(token).get("kid")
+        key = SigningKey.objects.filter(kid=kid).exclude(state=SigningKey.State.REVOKED).first()
+        if key is None:
+            raise TokenInvalid("unknown key id")
+        keys = KeySet({"keys": [{**public_jwk(signing_key_public(key)), "kid": key.kid}]})
+        return verify_token(
+            token,
+            keys,
+            issuer=settings.PLANGATE_ISSUER,
+            leeway=settings.PLANGATE_CLOCK_SKEW,
+            require_unexpired=False,
+        )
+    except TokenInvalid as exc:
+        raise DomainError("invalid_token", f"The token is not valid: {exc.reason}.") from exc
+
+
+def plan_refresh(*, agent: Agent, plan_id: str, token: str, ttl: int | None = None) -> IssuedToken:
+    """Re-sign the same plan with the agent's current policy, role and groups.
+
+    The plan and its hash never change: a refresh can narrow what the token allows (a
+    policy now denies a step: refused) but never widen it.
+    """
+    ttl = token_ttl_resolve(ttl)
+    plan = plan_get_for_agent(agent=agent, plan_id=plan_id)
+    claims = _verify_refresh_token(token)
+    if claims.get("jti") != plan.id:
+        raise DomainError("plan_mismatch", "The token belongs to another plan.")
+    if claims.get("agent") != agent.id:
+        raise DomainError("plan_mismatch", "The token was issued to another agent.")
+    if claims.get("ph") != plan.hash:
+        raise DomainError("plan_mismatch", "The token carries another plan hash.")
+    _require_active_agent(agent)
+    now = timezone.now()
+    if plan.status == Plan.Status.REVOKED:
+        raise DomainError("plan_revoked", "The plan was revoked; declare a new plan.")
+    if plan.status == Plan.Status.EXPIRED or plan.is_expired(now):
+        raise DomainError("plan_expired", "The plan is past its lifetime; declare a new plan.")
+    member = _member_for(agent, plan.member.email)
+    role = member.role.name if member.role else None
+    groups = member.group_names()
+    version = _admitted_policy_version(agent, plan.document, role, groups)
+    with transaction.atomic():
+        # Re-read under lock: a revocation that lands meanwhile must win.
+        locked = Plan.objects.select_for_update().get(pk=plan.pk)
+        if locked.status == Plan.Status.REVOKED:
+            raise DomainError("plan_revoked", "The plan was revoked; declare a new plan.")
+        return _sign(
+            plan=locked,
+            kind=PlanToken.Kind.REFRESH,
+            member=member,
+            role=role,
+            groups=groups,
+            version=version,
+            ttl=ttl,
+            now=now,
+        )
+
+
+def plan_get_for_agent(*, agent: Agent, plan_id: str) -> Plan:
+    """The agent's own plan; any other plan, of this team or another, is not found."""
+    plan = (
+        Plan.objects.select_related("member", "policy_version", "policy_version__policy")
+        .filter(pk=plan_id, agent=agent)
+        .first()
+    )
+    if plan is None:
+        raise DomainError("plan_not_found", f"No plan {plan_id} for this agent.")
+    return plan
+
+
+def plan_revoke(*, plan: Plan, now: datetime | None = None) -> bool:
+    """Revoke the plan; its next refresh answers ``plan_revoked``. True when it changed."""
+    changed = (
+        Plan.objects.filter(pk=plan.pk)
+        .exclude(status=Plan.Status.REVOKED)
+        .update(status=Plan.Status.REVOKED, revoked_at=now or timezone.now())
+    )
+    plan.refresh_from_db(fields=["status", "revoked_at"])
+    return bool(changed)
+
+
+def plans_expire(*, now: datetime | None = None) -> int:
+    """Mark every active plan past its absolute lifetime as expired; returns how many."""
+    return Plan.objects.filter(
+        status=Plan.Status.ACTIVE, expires_at__lte=now or timezone.now()
+    ).update(status=Plan.Status.EXPIRED)

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from . import api
+
+urlpatterns = [
+    path("plans", api.PlanCreateView.as_view(), name="plan-create"),
+    path("plans/<str:plan_id>", api.PlanDetailView.as_view(), name="plan-detail"),
+    path("plans/<str:plan_id>/refresh", api.PlanRefreshView.as_view(), name="plan-refresh"),
+    path("keys/jwks", api.JwksView.as_view(), name="jwks"),
+]

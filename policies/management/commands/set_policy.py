@@ -1,0 +1,41 @@
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from controlplane.problems import DomainError
+from members.services import DEFAULT_TEAM_SLUG, team_get_or_create
+from policies.services import policy_document_validate, policy_set
+
+
+class Command(BaseCommand):
+    help = "Create a policy or publish its next version from a JSON file."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("slug")
+        parser.add_argument("--file", required=True, type=Path, help="policy document (JSON)")
+        parser.add_argument("--team", default=DEFAULT_TEAM_SLUG)
+        parser.add_argument("--comment", default="")
+
+    def handle(self, *args, slug: str, file: Path, team: str, comment: str, **options) -> None:
+        try:
+            document = json.loads(file.read_text())
+        except OSError as exc:
+            raise CommandError(f"cannot read {file}: {exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"{file} is not JSON: {exc}") from exc
+        try:
+            policy_document_validate(document)  # before anything is written, the team included
+            version = policy_set(
+                team=team_get_or_create(slug=team),
+                slug=slug,
+                document=document,
+                comment=comment,
+                created_by="set_policy",
+            )
+        except DomainError as exc:
+            details = "; ".join(f"{error.path}: {error.detail}" for error in exc.errors)
+            raise CommandError(f"{exc.detail} {details}") from exc
+        self.stdout.write(
+            json.dumps({"policy": slug, "version": version.number, "hash": version.hash})
+        )

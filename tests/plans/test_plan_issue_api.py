@@ -1,0 +1,317 @@
+"""POST /v1/plans: a plan checked against the team and the policy, signed, and every refusal."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+
+import pytest
+import rfc8785
+from django.core.cache import cache
+from django.test import override_settings
+from django.utils import timezone
+from joserfc import jws
+from joserfc.jwk import KeySet as JoseKeySet
+from rest_framework.test import APIClient
+
+from members.models import ApiKey
+from members.services import api_key_revoke
+from plans.models import Plan, PlanToken, SigningKey
+from policies.services import policy_set
+from tests.conftest import POLICY, plan_document
+
+from .helpers import assert_problem, claims_of, table_counts
+
+URL = "/v1/plans"
+
+
+def declare(client: APIClient, plan: object, **extra):
+    return client.post(URL, {"plan": plan, **extra}, format="json")
+
+
+def test_declare_returns_a_token_any_jose_library_verifies(agent, anonymous_client):
+    response = declare(agent.client, plan_document())
+
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert set(body) == {"id", "token", "planHash", "expiresAt", "policy"}
+    jwks = anonymous_client.get("/v1/keys/jwks").json()
+    verified = jws.deserialize_compact(
+        body["token"], JoseKeySet.import_key_set(jwks), algorithms=["EdDSA"]
+    )
+    assert verified.headers()["alg"] == "EdDSA"
+    claims = claims_of(body["token"])
+    assert claims["jti"] == body["id"]
+    assert claims["sub"] == "alice@acme.dev"
+    assert claims["agent"] == agent.agent.id
+    assert claims["iss"] == "https://plangate.test"
+    assert claims["exp"] - claims["iat"] == 900
+    assert claims["role"] == "engineer"
+    assert claims["groups"] == ["platform"]
+    assert claims["polv"] == body["policy"]["version"] == 1
+    assert claims["pol"]["rules"][0]["tools"] == ["github_*"]
+
+
+def test_plan_hash_is_sha256_of_rfc8785_plan_with_defaults(agent):
+    response = declare(agent.client, plan_document())
+
+    body = response.json()
+    claims = claims_of(body["token"])
+    expected = hashlib.sha256(rfc8785.dumps(claims["plan"])).hexdigest()
+    assert body["planHash"] == claims["ph"] == expected
+    assert claims["plan"]["steps"][1] == {
+        "tool": "github_get_issue",
+        "args": {"repo": {"eq": "acme/public-app"}},
+        "maxCalls": 20,
+        "required": False,
+    }
+    assert hashlib.sha256(rfc8785.dumps(POLICY_NORMALIZED())).hexdigest() == claims["polh"]
+
+
+def POLICY_NORMALIZED() -> dict:
+    from guard.policy import validate_policy
+
+    return validate_policy(POLICY)
+
+
+def test_declare_records_the_plan_and_one_token_row(agent, member, policy_version):
+    response = declare(agent.client, plan_document(), ttl=120)
+
+    plan = Plan.objects.get(pk=response.json()["id"])
+    assert plan.member == member
+    assert plan.agent == agent.agent
+    assert plan.policy_version == policy_version
+    assert plan.status == Plan.Status.ACTIVE
+    token = plan.tokens.get()
+    assert token.kind == PlanToken.Kind.ISSUE
+    assert token.kid == SigningKey.objects.get(state="active").kid
+    assert (token.expires_at - token.issued_at).total_seconds() == 120
+    assert token.role == "engineer"
+
+
+def test_user_is_matched_case_insensitively(agent):
+    response = declare(agent.client, plan_document(user="Alice@ACME.dev"))
+
+    assert response.status_code == 201
+    assert claims_of(response.json()["token"])["sub"] == "alice@acme.dev"
+
+
+def test_api_key_last_use_is_recorded(agent):
+    declare(agent.client, plan_document())
+
+    assert ApiKey.objects.get(agent=agent.agent).last_used_at is not None
+
+
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        ([1, 2], ""),
+        ({}, "plan"),
+        ({"plan": {}, "tll": 60}, "tll"),
+        ({"plan": {}, "ttl": 30}, "ttl"),
+        ({"plan": {}, "ttl": 3601}, "ttl"),
+        ({"plan": {}, "ttl": "900"}, "ttl"),
+        ({"plan": {}, "ttl": True}, "ttl"),
+    ],
+)
+def test_malformed_body_is_invalid_request(agent, body, path):
+    before = table_counts()
+
+    response = agent.client.post(URL, body, format="json")
+
+    problem = assert_problem(response, 400, "invalid_request")
+    assert path in [error["path"] for error in problem["errors"]]
+    assert table_counts() == before
+
+
+def test_body_that_is_not_json_is_invalid_request(agent):
+    response = agent.client.post(URL, "{not json", content_type="application/json")
+
+    assert_problem(response, 400, "invalid_request")
+
+
+@pytest.mark.parametrize(
+    ("mutate", "path"),
+    [
+        (lambda p: p["steps"][0]["args"]["repo"].update({"regx": "x"}), "plan.steps[0].args.repo"),
+        (
+            lambda p: p["steps"][0]["args"].update({"repo": {"regx": "x"}}),
+            "plan.steps[0].args.repo",
+        ),
+        (lambda p: p["steps"][0].update({"tool": "github_*"}), "plan.steps[0].tool"),
+        (lambda p: p.update({"steps": [{"tool": "t"}] * 51}), "plan.steps"),
+        (lambda p: p.update({"goal": ""}), "plan.goal"),
+        (lambda p: p.update({"version": 2}), "plan.version"),
+        (lambda p: p["steps"][1].update({"maxCalls": 0}), "plan.steps[1].maxCalls"),
+        (lambda p: p.update({"extra": 1}), "plan.extra"),
+    ],
+)
+def test_invalid_plan_names_the_bad_path_and_writes_nothing(agent, mutate, path):
+    document = plan_document()
+    mutate(document)
+    before = table_counts()
+
+    response = declare(agent.client, document)
+
+    problem = assert_problem(response, 400, "invalid_plan")
+    assert any(error["path"].startswith(path) for error in problem["errors"]), problem
+    assert table_counts() == before
+
+
+def test_every_bad_field_is_reported_at_once(agent):
+    document = plan_document(goal="", version=3)
+    document["steps"][0]["tool"] = "no spaces allowed"
+
+    problem = declare(agent.client, document).json()
+
+    paths = {error["path"] for error in problem["errors"]}
+    assert {"plan.goal", "plan.version", "plan.steps[0].tool"} <= paths
+
+
+@pytest.mark.parametrize("header", [None, "Bearer pg_unknown_key", "Token abc", "Bearer "])
+def test_missing_or_unknown_key_is_invalid_api_key(db, header):
+    client = APIClient()
+    if header is not None:
+        client.credentials(HTTP_AUTHORIZATION=header)
+
+    response = declare(client, plan_document())
+
+    assert_problem(response, 401, "invalid_api_key")
+    assert response["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_key_with_right_lookup_but_wrong_secret_is_refused(agent):
+    prefix = agent.api_key.rsplit("_", 1)[0]
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {prefix}_{'x' * 43}")
+
+    assert_problem(declare(client, plan_document()), 401, "invalid_api_key")
+
+
+def test_revoked_key_is_invalid_api_key(agent):
+    api_key_revoke(api_key=ApiKey.objects.get(agent=agent.agent))
+    before = table_counts()
+
+    assert_problem(declare(agent.client, plan_document()), 401, "invalid_api_key")
+    assert table_counts() == before
+
+
+def test_expired_key_is_invalid_api_key(agent):
+    ApiKey.objects.filter(agent=agent.agent).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+
+    assert_problem(declare(agent.client, plan_document()), 401, "invalid_api_key")
+
+
+def test_disabled_agent_is_refused(agent):
+    agent.agent.is_active = False
+    agent.agent.save()
+    before = table_counts()
+
+    assert_problem(declare(agent.client, plan_document()), 403, "agent_disabled")
+    assert table_counts() == before
+
+
+def test_user_outside_the_team_is_unknown_user(agent, outsider):
+    before = table_counts()
+
+    response = declare(agent.client, plan_document(user=outsider.email))
+
+    assert_problem(response, 403, "unknown_user")
+    assert table_counts() == before
+
+
+def test_disabled_user_is_refused(agent, disabled_member):
+    before = table_counts()
+
+    response = declare(agent.client, plan_document(user=disabled_member.email))
+
+    assert_problem(response, 403, "user_disabled")
+    assert table_counts() == before
+
+
+def test_policy_denial_names_each_step_and_rule(agent):
+    document = plan_document()
+    document["steps"].append({"tool": "github_delete_repo"})
+    document["steps"].append({"tool": "deploy", "maxCalls": 1})
+    before = table_counts()
+
+    response = declare(agent.client, document)
+
+    problem = assert_problem(response, 403, "policy_denied")
+    errors = {error["path"]: error["detail"] for error in problem["errors"]}
+    assert set(errors) == {"plan.steps[2]", "plan.steps[3]"}
+    assert "rules[1]" in errors["plan.steps[2]"]
+    assert "default" in errors["plan.steps[3]"]
+    assert table_counts() == before
+
+
+def test_role_and_group_scoped_rule_admits_the_sre(agent, sre_member):
+    document = plan_document(user=sre_member.email, steps=[{"tool": "deploy", "maxCalls": 2}])
+
+    response = declare(agent.client, document)
+
+    assert response.status_code == 201, response.content
+    assert claims_of(response.json()["token"])["groups"] == ["oncall", "platform"]
+
+
+def test_step_over_the_rules_call_limit_is_denied(agent, sre_member):
+    document = plan_document(user=sre_member.email, steps=[{"tool": "deploy"}])
+
+    problem = assert_problem(declare(agent.client, document), 403, "policy_denied")
+
+    assert problem["errors"][0]["path"] == "plan.steps[0]"
+
+
+def test_new_policy_version_is_carried_by_the_next_plan(agent, team):
+    relaxed = {**POLICY, "default": "allow"}
+    version = policy_set(team=team, slug="default", document=relaxed)
+
+    response = declare(agent.client, plan_document(steps=[{"tool": "anything"}]))
+
+    assert response.status_code == 201
+    assert response.json()["policy"] == {"id": "default", "version": 2, "hash": version.hash}
+
+
+def test_no_active_signing_key_is_503_and_writes_nothing(agent):
+    declare(agent.client, plan_document())  # bootstraps the keys
+    SigningKey.objects.update(state=SigningKey.State.RETIRED, retired_at=timezone.now())
+    before = table_counts()
+
+    response = declare(agent.client, plan_document())
+
+    assert_problem(response, 503, "no_signing_key")
+    assert table_counts() == before
+
+
+def test_undecryptable_key_refuses_to_sign_and_creates_no_key(agent):
+    declare(agent.client, plan_document())
+    keys_before = set(SigningKey.objects.values_list("kid", flat=True))
+    from plans.keys import clear_private_key_cache
+
+    clear_private_key_cache()
+    other_key = "b3RoZXIta2V5LWVuY3J5cHRpb24ta2V5LTMyYnl0ZXM="
+    with override_settings(KEY_ENCRYPTION_KEY=other_key):
+        response = declare(agent.client, plan_document())
+
+    assert_problem(response, 503, "no_signing_key")
+    assert set(SigningKey.objects.values_list("kid", flat=True)) == keys_before
+
+
+def test_rate_limit_answers_429_with_retry_after(agent):
+    from members.authentication import ApiKeyRateThrottle
+
+    cache.clear()
+    original = ApiKeyRateThrottle.THROTTLE_RATES
+    ApiKeyRateThrottle.THROTTLE_RATES = {"api_key": "2/min"}
+    try:
+        statuses = [declare(agent.client, plan_document()).status_code for _ in range(3)]
+        response = declare(agent.client, plan_document())
+    finally:
+        ApiKeyRateThrottle.THROTTLE_RATES = original
+        cache.clear()
+
+    assert statuses == [201, 201, 429]
+    assert_problem(response, 429, "throttled")
+    assert int(response["Retry-After"]) >= 1

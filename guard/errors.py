@@ -1,0 +1,65 @@
+"""Exceptions shared by the plan, policy and token code."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["DocumentInvalid", "FieldError", "TokenInvalid"]
+
+# Keeps str(DocumentInvalid) readable when garbage produces thousands of errors; the full
+# list is always on `.errors`.
+_MAX_ERRORS_IN_MESSAGE = 20
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem in a validated document.
+
+    `path` is relative to the validated document, e.g. ``steps[3].args.repo.regx``, ``goal``
+    or ``rules[0].tools[1]``; the empty string means the document itself. Names that are
+    not plain identifiers are written in brackets as JSON strings: ``args["a.b"].eq``.
+    """
+
+    path: str
+    detail: str
+
+    def prefixed(self, prefix: str) -> FieldError:
+        """Return this error as seen from a document that holds this one at `prefix`."""
+        if not self.path:
+            path = prefix
+        elif self.path.startswith("["):
+            path = prefix + self.path
+        else:
+            path = f"{prefix}.{self.path}" if prefix else self.path
+        return FieldError(path=path, detail=self.detail)
+
+    def __str__(self) -> str:
+        return f"{self.path or '(document)'}: {self.detail}"
+
+
+class DocumentInvalid(ValueError):
+    """A plan or policy document failed validation; `.errors` lists every problem found."""
+
+    def __init__(self, errors: Iterable[FieldError]) -> None:
+        self.errors: list[FieldError] = list(errors)
+        super().__init__(self.errors)
+
+    def __str__(self) -> str:
+        shown = "; ".join(str(error) for error in self.errors[:_MAX_ERRORS_IN_MESSAGE])
+        hidden = len(self.errors) - _MAX_ERRORS_IN_MESSAGE
+        if hidden > 0:
+            shown += f"; and {hidden} more"
+        count = len(self.errors)
+        return f"invalid document ({count} error{'s' if count != 1 else ''}): {shown}"
+
+
+class TokenInvalid(Exception):
+    """An intent token failed verification; `.reason` says why, for humans and logs."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+    def __str__(self) -> str:
+        return self.reason

@@ -15,11 +15,18 @@ from rest_framework.views import APIView
 
 from controlplane.problems import DomainError
 from guard.errors import FieldError
+from members.models import Agent
 from members.services import api_key_touch
 
 from .keys import jwks_document
 from .models import Plan
-from .services import IssuedToken, plan_get_for_agent, plan_issue, plan_refresh
+from .services import (
+    IssuedToken,
+    plan_events_record,
+    plan_get_for_agent,
+    plan_issue,
+    plan_refresh,
+)
 
 PROBLEM = OpenApiResponse(description="RFC 9457 problem+json with a stable `code`")
 
@@ -90,11 +97,14 @@ token_response = inline_serializer(
         "planHash": serializers.CharField(),
         "expiresAt": serializers.DateTimeField(),
         "policy": policy_ref,
+        "reportArguments": serializers.BooleanField(
+            help_text="whether the guard should report call arguments, not only their digest"
+        ),
     },
 )
 
 
-def _token_body(issued: IssuedToken) -> dict:
+def _token_body(issued: IssuedToken, agent: Agent) -> dict:
     return {
         "id": issued.plan.id,
         "token": issued.token,
@@ -105,6 +115,7 @@ def _token_body(issued: IssuedToken) -> dict:
             "version": issued.policy_version.number,
             "hash": issued.policy_version.hash,
         },
+        "reportArguments": agent.team.log_call_arguments,
     }
 
 
@@ -131,7 +142,7 @@ class PlanCreateView(AgentAPIView):
     def post(self, request: Request) -> Response:
         data = parse_body(request, required={"plan"}, optional={"ttl"})
         issued = plan_issue(agent=request.user, document=data["plan"], ttl=parse_ttl(data))
-        return Response(_token_body(issued), status=201)
+        return Response(_token_body(issued, request.user), status=201)
 
 
 class PlanRefreshView(AgentAPIView):
@@ -168,7 +179,7 @@ class PlanRefreshView(AgentAPIView):
         issued = plan_refresh(
             agent=request.user, plan_id=plan_id, token=data["token"], ttl=parse_ttl(data)
         )
-        return Response(_token_body(issued))
+        return Response(_token_body(issued, request.user))
 
 
 def _iso(value) -> str | None:
@@ -215,6 +226,71 @@ class PlanDetailView(AgentAPIView):
     def get(self, request: Request, plan_id: str) -> Response:
         plan = plan_get_for_agent(agent=request.user, plan_id=plan_id)
         return Response(plan_detail_body(plan))
+
+
+class PlanEventsView(AgentAPIView):
+    @extend_schema(
+        operation_id="plans_events",
+        summary="Report a batch of guard decisions and the ACP plan updates shown to the user",
+        request=inline_serializer(
+            "EventBatch",
+            {
+                "events": serializers.ListField(
+                    child=inline_serializer(
+                        "GuardDecision",
+                        {
+                            "at": serializers.DateTimeField(),
+                            "tool": serializers.CharField(max_length=200),
+                            "decision": serializers.CharField(),
+                            "step": serializers.IntegerField(required=False, allow_null=True),
+                            "reason": serializers.CharField(required=False),
+                            "argsDigest": serializers.CharField(required=False),
+                            "args": serializers.DictField(required=False),
+                        },
+                    ),
+                    required=False,
+                    max_length=500,
+                ),
+                "displayUpdates": serializers.ListField(
+                    child=inline_serializer(
+                        "DisplayUpdate",
+                        {
+                            "at": serializers.DateTimeField(required=False),
+                            "message": serializers.DictField(),
+                        },
+                    ),
+                    required=False,
+                    max_length=50,
+                ),
+            },
+        ),
+        responses={
+            202: inline_serializer(
+                "EventBatchAccepted",
+                {
+                    "events": serializers.IntegerField(),
+                    "displayUpdates": serializers.IntegerField(),
+                    "argumentsStored": serializers.BooleanField(),
+                },
+            ),
+            400: PROBLEM,
+            401: PROBLEM,
+            403: PROBLEM,
+            404: PROBLEM,
+            429: PROBLEM,
+        },
+    )
+    def post(self, request: Request, plan_id: str) -> Response:
+        data = parse_body(request, required=set(), optional={"events", "displayUpdates"})
+        recorded = plan_events_record(agent=request.user, plan_id=plan_id, batch=data)
+        return Response(
+            {
+                "events": recorded.events,
+                "displayUpdates": recorded.display_updates,
+                "argumentsStored": recorded.arguments_stored,
+            },
+            status=202,
+        )
 
 
 class JwksView(APIView):

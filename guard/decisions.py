@@ -1,0 +1,22 @@
+"""The stable codes of a guard decision, shared by the guard and the control plane."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Decision(StrEnum):
+    ALLOWED = "allowed"
+    NOT_IN_PLAN = "not_in_plan"
+    POLICY_DENIED = "policy_denied"
+    MAX_CALLS_EXCEEDED = "max_calls_exceeded"
+    NO_PLAN = "no_plan"
+    PLAN_REVOKED = "plan_revoked"
+    PLAN_EXPIRED = "plan_expired"
+    TOKEN_EXPIRED = "token_expired"  # noqa: S105 (a decision code, not a secret)
+    USER_DISABLED = "user_disabled"
+    AGENT_DISABLED = "agent_disabled"
+    INVALID_ARGUMENTS = "invalid_arguments"
+
+
+DECISION_CODES: frozenset[str] = frozenset(code.value for code in Decision)

@@ -1,0 +1,440 @@
+"""The policy document (version 1): validation, hashing, the issuance check of a plan
+(`evaluate_plan`) and the call-time check (`CompiledPolicy.decide`).
+
+Rule semantics, shared by both checks:
+
+* A rule applies to a member when its `roles` (if any) contain the member's role and its
+  `groups` (if any) share at least one group with the member; with both, both must hold.
+* A rule concerns a tool when one of its `tools` globs matches the tool name.
+* A deny wins over any allow; with no allow, the policy `default` decides.
+
+At issuance only deny rules without `args` can refuse a step, since argument checks need a
+call; an allow rule admits a step whatever its `args` (they are checked per call), but its
+`maxCalls` caps the step's budget. At call time, deny and allow rules count only when the
+call satisfies their `args`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from guard._document import (
+    check_integer,
+    check_string,
+    check_unknown_keys,
+    clone_literal,
+    index_path,
+    key_path,
+    type_name,
+)
+from guard.canonical import sha256_hex
+from guard.constraints import (
+    ArgsMatcher,
+    GlobSyntaxError,
+    compile_args,
+    compile_glob,
+    glob_to_re2,
+    validate_args,
+)
+from guard.errors import DocumentInvalid, FieldError
+from guard.plan import DEFAULT_MAX_CALLS
+
+__all__ = [
+    "MAX_RULES",
+    "POLICY_VERSION",
+    "CompiledPolicy",
+    "PolicyDecision",
+    "StepDenial",
+    "evaluate_plan",
+    "policy_hash",
+    "validate_policy",
+]
+
+POLICY_VERSION: Final = 1
+MAX_RULES: Final = 500
+MAX_RULE_TOOLS: Final = 100
+MAX_TOOL_GLOB_LENGTH: Final = 200
+MAX_SCOPE_NAMES: Final = 100
+MAX_SCOPE_NAME_LENGTH: Final = 200
+MAX_RULE_NAME_LENGTH: Final = 200
+MAX_DESCRIPTION_LENGTH: Final = 10_000
+MAX_RULE_MAX_CALLS: Final = 1_000_000
+# Bounds the per-tool cache of CompiledPolicy against an agent inventing tool names.
+MAX_CACHED_TOOLS: Final = 4096
+
+# Tool names only use [a-zA-Z0-9_-]; a glob with any other character (say `github.*`,
+# written as if it were a regex) could never match one, and a deny rule that silently
+# matches nothing is worse than an error.
+_TOOL_GLOB_CHARACTERS = re.compile(r"[a-zA-Z0-9_\-*?\[\]!]+")
+
+_POLICY_FIELDS: Final = ("version", "default", "rules")
+_RULE_FIELDS: Final = (
+    "effect",
+    "tools",
+    "args",
+    "roles",
+    "groups",
+    "maxCalls",
+    "name",
+    "description",
+)
+_OPTIONAL_RULE_FIELDS: Final = _RULE_FIELDS[2:]
+_EFFECTS: Final = ("allow", "deny")
+
+
+# --- validation --------------------------------------------------------------------------
+
+
+def _check_effect(value: object, path: str, errors: list[FieldError]) -> None:
+    if value not in _EFFECTS or not isinstance(value, str):
+        errors.append(FieldError(path, 'must be "allow" or "deny"'))
+
+
+def _check_tool_globs(value: object, path: str, errors: list[FieldError]) -> None:
+    if not isinstance(value, list):
+        errors.append(FieldError(path, f"must be an array, not {type_name(value)}"))
+        return
+    if not value:
+        errors.append(FieldError(path, "must name at least one tool glob"))
+        return
+    if len(value) > MAX_RULE_TOOLS:
+        errors.append(FieldError(path, f"must have at most {MAX_RULE_TOOLS} globs"))
+        return
+    for index, glob in enumerate(value):
+        glob_path = index_path(path, index)
+        if not check_string(glob, glob_path, errors, max_length=MAX_TOOL_GLOB_LENGTH, min_length=1):
+            continue
+        assert isinstance(glob, str)
+        if _TOOL_GLOB_CHARACTERS.fullmatch(glob) is None:
+            errors.append(
+                FieldError(
+                    glob_path,
+                    "a tool glob may only use a-z, A-Z, 0-9, _, - and the glob characters"
+                    " * ? [ ] !",
+                )
+            )
+            continue
+        try:
+            glob_to_re2(glob)
+        except GlobSyntaxError as error:
+            errors.append(FieldError(glob_path, f"invalid glob: {error}"))
+
+
+def _check_scope(value: object, path: str, errors: list[FieldError], what: str) -> None:
+    if not isinstance(value, list):
+        errors.append(FieldError(path, f"must be an array, not {type_name(value)}"))
+        return
+    if not value:
+        # An empty list would make the rule apply to nobody: surely a mistake.
+        errors.append(FieldError(path, f"must not be empty (omit it to apply to all {what})"))
+        return
+    if len(value) > MAX_SCOPE_NAMES:
+        errors.append(FieldError(path, f"must have at most {MAX_SCOPE_NAMES} names"))
+        return
+    for index, name in enumerate(value):
+        check_string(
+            name, index_path(path, index), errors, max_length=MAX_SCOPE_NAME_LENGTH, min_length=1
+        )
+
+
+def _validate_rule(rule: object, path: str, errors: list[FieldError]) -> dict[str, Any] | None:
+    if not isinstance(rule, Mapping):
+        errors.append(FieldError(path, f"must be an object, not {type_name(rule)}"))
+        return None
+    before = len(errors)
+    check_unknown_keys(rule, _RULE_FIELDS, path, errors)
+    for required in ("effect", "tools"):
+        if required not in rule:
+            errors.append(FieldError(key_path(path, required), "is required"))
+    if "effect" in rule:
+        _check_effect(rule["effect"], key_path(path, "effect"), errors)
+    if "tools" in rule:
+        _check_tool_globs(rule["tools"], key_path(path, "tools"), errors)
+    if "args" in rule:
+        errors.extend(validate_args(rule["args"], key_path(path, "args")))
+    if "roles" in rule:
+        _check_scope(rule["roles"], key_path(path, "roles"), errors, "roles")
+    if "groups" in rule:
+        _check_scope(rule["groups"], key_path(path, "groups"), errors, "members")
+    if "maxCalls" in rule:
+        check_integer(
+            rule["maxCalls"],
+            key_path(path, "maxCalls"),
+            errors,
+            minimum=1,
+            maximum=MAX_RULE_MAX_CALLS,
+        )
+    if "name" in rule:
+        check_string(rule["name"], key_path(path, "name"), errors, max_length=MAX_RULE_NAME_LENGTH)
+    if "description" in rule:
+        check_string(
+            rule["description"],
+            key_path(path, "description"),
+            errors,
+            max_length=MAX_DESCRIPTION_LENGTH,
+        )
+    if len(errors) > before:
+        return None
+    normalized: dict[str, Any] = {"effect": rule["effect"], "tools": list(rule["tools"])}
+    for field in _OPTIONAL_RULE_FIELDS:
+        if field in rule:
+            normalized[field] = clone_literal(rule[field])
+    return normalized
+
+
+def validate_policy(document: object) -> dict[str, Any]:
+    """Validate a policy document and return a new, normalised copy.
+
+    ``{"version": 1, "default": "allow" | "deny", "rules": [...]}``; `version` and
+    `default` are required, `rules` defaults to ``[]`` (at most 500). Each rule:
+    ``effect`` ("allow" | "deny") and ``tools`` (1 to 100 tool-name globs) are required;
+    ``args`` (constraints, as in plans), ``roles`` / ``groups`` (non-empty lists of names),
+    ``maxCalls`` (integer >= 1), ``name`` (<= 200 characters) and ``description`` (<= 10,000
+    characters) are optional and kept only when present. Unknown keys at any level are
+    errors; every problem is raised together as DocumentInvalid.
+    """
+    if not isinstance(document, Mapping):
+        raise DocumentInvalid(
+            [FieldError("", f"a policy must be a JSON object, not {type_name(document)}")]
+        )
+    errors: list[FieldError] = []
+    check_unknown_keys(document, _POLICY_FIELDS, "", errors)
+    if "version" not in document:
+        errors.append(FieldError("version", "is required"))
+    else:
+        version = document["version"]
+        if isinstance(version, bool) or not isinstance(version, int) or version != POLICY_VERSION:
+            errors.append(FieldError("version", f"must be the integer {POLICY_VERSION}"))
+    if "default" not in document:
+        errors.append(FieldError("default", 'is required ("allow" or "deny")'))
+    else:
+        _check_effect(document["default"], "default", errors)
+
+    rules: list[dict[str, Any] | None] = []
+    raw_rules = document.get("rules", [])
+    if not isinstance(raw_rules, list):
+        errors.append(FieldError("rules", f"must be an array, not {type_name(raw_rules)}"))
+    else:
+        if len(raw_rules) > MAX_RULES:
+            errors.append(FieldError("rules", f"must have at most {MAX_RULES} rules"))
+        rules = [
+            _validate_rule(rule, index_path("rules", index), errors)
+            for index, rule in enumerate(raw_rules)
+        ]
+    if errors:
+        raise DocumentInvalid(errors)
+    return {"version": POLICY_VERSION, "default": document["default"], "rules": rules}
+
+
+def policy_hash(policy: Mapping[str, Any]) -> str:
+    """`polh`: lowercase hex SHA-256 of the RFC 8785 canonical JSON of a validated policy."""
+    return sha256_hex(policy)
+
+
+# --- evaluation --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepDenial:
+    """Why the policy refuses one plan step at issuance. `rule` None means the default."""
+
+    step: int
+    tool: str
+    rule: int | None
+    reason: str
+
+    @property
+    def path(self) -> str:
+        return f"steps[{self.step}]"
+
+
+@dataclass(frozen=True)
+class PolicyDecision:
+    """The policy's verdict on one call. `rule` None means the policy default decided."""
+
+    allowed: bool
+    rule: int | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Rule:
+    index: int
+    deny: bool
+    tools: tuple[Callable[[Any], bool], ...]
+    args: ArgsMatcher | None  # None: the rule pins no argument
+    max_calls: int | None
+    label: str
+
+    def concerns(self, tool: str) -> bool:
+        return any(matches(tool) for matches in self.tools)
+
+
+def _label(rule: Mapping[str, Any]) -> str:
+    """``deny rule "no deletes"``, or ``deny rule`` for an unnamed one (callers add the
+    rule's index themselves)."""
+    name = rule.get("name")
+    return f'{rule["effect"]} rule "{name}"' if name else f"{rule['effect']} rule"
+
+
+def _applicable_rules(
+    policy: Mapping[str, Any], role: str | None, groups: Sequence[str]
+) -> list[_Rule]:
+    """The policy's rules that apply to a member with `role` and `groups`, compiled."""
+    member_groups = frozenset(groups)
+    compiled = []
+    for index, rule in enumerate(policy.get("rules", ())):
+        roles = rule.get("roles")
+        if roles is not None and role not in roles:
+            continue
+        rule_groups = rule.get("groups")
+        if rule_groups is not None and member_groups.isdisjoint(rule_groups):
+            continue
+        args = rule.get("args")
+        compiled.append(
+            _Rule(
+                index=index,
+                deny=rule["effect"] == "deny",
+                tools=tuple(compile_glob(glob) for glob in rule["tools"]),
+                args=compile_args(args) if args else None,
+                max_calls=rule.get("maxCalls"),
+                label=_label(rule),
+            )
+        )
+    return compiled
+
+
+def evaluate_plan(
+    policy: Mapping[str, Any],
+    plan: Mapping[str, Any],
+    *,
+    role: str | None,
+    groups: Sequence[str],
+) -> list[StepDenial]:
+    """Check every step of a normalised plan against a validated policy, for a member.
+
+    Per step: a deny rule without `args` concerning the tool refuses it; otherwise an allow
+    rule concerning the tool admits it, unless the step's maxCalls exceeds the cap of every
+    such allow rule (only when all of them have a cap); otherwise the policy default
+    decides. Returns one StepDenial per refused step; an empty list admits the plan.
+    """
+    rules = _applicable_rules(policy, role, groups)
+    default_allows = policy["default"] == "allow"
+    denials: list[StepDenial] = []
+    for step_index, step in enumerate(plan["steps"]):
+        tool = step["tool"]
+        concerned = [rule for rule in rules if rule.concerns(tool)]
+        deny = next((rule for rule in concerned if rule.deny and rule.args is None), None)
+        if deny is not None:
+            denials.append(
+                StepDenial(step_index, tool, deny.index, f"{deny.label} forbids tool {tool}")
+            )
+            continue
+        allows = [rule for rule in concerned if not rule.deny]
+        if allows:
+            if any(rule.max_calls is None for rule in allows):
+                continue
+            step_max_calls = step.get("maxCalls", DEFAULT_MAX_CALLS)
+            # Name the most generous cap: it tells the author how far to lower maxCalls.
+            widest = max(allows, key=lambda rule: (rule.max_calls, -rule.index))
+            assert widest.max_calls is not None
+            if step_max_calls > widest.max_calls:
+                denials.append(
+                    StepDenial(
+                        step_index,
+                        tool,
+                        widest.index,
+                        f"maxCalls {step_max_calls} exceeds this rule's limit of"
+                        f" {widest.max_calls}",
+                    )
+                )
+            continue
+        if not default_allows:
+            denials.append(
+                StepDenial(
+                    step_index, tool, None, f"no allow rule admits tool {tool} for this member"
+                )
+            )
+    return denials
+
+
+_NOT_A_TOOL_NAME = PolicyDecision(False, None, "the tool name is not a string")
+
+
+class CompiledPolicy:
+    """A validated policy bound to one member (role and groups), for call decisions.
+
+    The rules that apply to the member and concern a tool are resolved once per tool name
+    and cached, so a repeated tool costs a dict lookup plus its rules' argument checks.
+    Decisions are shared immutable objects; nothing is allocated per call.
+    """
+
+    __slots__ = ("_by_tool", "_default", "_rules", "groups", "policy", "role")
+
+    def __init__(
+        self, policy: Mapping[str, Any], *, role: str | None, groups: Sequence[str]
+    ) -> None:
+        self.policy = policy
+        self.role = role
+        self.groups = tuple(groups)
+        self._rules = _applicable_rules(policy, role, groups)
+        if policy["default"] == "allow":
+            self._default = PolicyDecision(True, None, "the policy default allows this call")
+        else:
+            self._default = PolicyDecision(False, None, "no allow rule admits this call")
+        self._by_tool: dict[
+            str,
+            tuple[
+                tuple[tuple[ArgsMatcher | None, PolicyDecision], ...],
+                tuple[tuple[ArgsMatcher | None, PolicyDecision], ...],
+            ],
+        ] = {}
+
+    def _resolve(
+        self, tool: str
+    ) -> tuple[
+        tuple[tuple[ArgsMatcher | None, PolicyDecision], ...],
+        tuple[tuple[ArgsMatcher | None, PolicyDecision], ...],
+    ]:
+        denies = []
+        allows = []
+        for rule in self._rules:
+            if not rule.concerns(tool):
+                continue
+            if rule.deny:
+                denies.append(
+                    (
+                        rule.args,
+                        PolicyDecision(False, rule.index, f"{rule.label} forbids this call"),
+                    )
+                )
+            else:
+                allows.append(
+                    (rule.args, PolicyDecision(True, rule.index, f"{rule.label} admits this call"))
+                )
+        entry = (tuple(denies), tuple(allows))
+        if len(self._by_tool) < MAX_CACHED_TOOLS:
+            self._by_tool[tool] = entry
+        return entry
+
+    def decide(self, tool: str, args: Any) -> PolicyDecision:
+        """The verdict on calling `tool` with `args` (the call's arguments object)."""
+        try:
+            entry = self._by_tool.get(tool)
+        except TypeError:  # unhashable
+            return _NOT_A_TOOL_NAME
+        if entry is None:
+            if not isinstance(tool, str):
+                return _NOT_A_TOOL_NAME
+            entry = self._resolve(tool)
+        denies, allows = entry
+        for matcher, decision in denies:
+            if matcher is None or matcher(args):
+                return decision
+        for matcher, decision in allows:
+            if matcher is None or matcher(args):
+                return decision
+        return self._default

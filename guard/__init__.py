@@ -1,0 +1,75 @@
+"""Plangate's guard core: what a plan and a policy mean, and how intent tokens verify.
+
+Pure Python (no Django): the control plane and the agent-side guard import the same code,
+so there is exactly one definition of a plan, a policy, the canonical hash and a valid
+token.
+"""
+
+from guard.canonical import canonical_json, sha256_hex
+from guard.constraints import (
+    compile_args,
+    compile_constraint,
+    validate_args,
+    validate_constraint,
+)
+from guard.errors import DocumentInvalid, FieldError, TokenInvalid
+from guard.plan import (
+    DEFAULT_MAX_CALLS,
+    MAX_GOAL_LENGTH,
+    MAX_STEPS,
+    PLAN_VERSION,
+    TOOL_NAME_PATTERN,
+    CompiledPlan,
+    plan_hash,
+    plan_json_schema,
+    validate_plan,
+)
+from guard.policy import (
+    CompiledPolicy,
+    PolicyDecision,
+    StepDenial,
+    evaluate_plan,
+    policy_hash,
+    validate_policy,
+)
+from guard.tokens import (
+    KeySet,
+    jwk_thumbprint,
+    public_jwk,
+    unverified_claims,
+    unverified_header,
+    verify_token,
+)
+
+__all__ = [
+    "DEFAULT_MAX_CALLS",
+    "MAX_GOAL_LENGTH",
+    "MAX_STEPS",
+    "PLAN_VERSION",
+    "TOOL_NAME_PATTERN",
+    "CompiledPlan",
+    "CompiledPolicy",
+    "DocumentInvalid",
+    "FieldError",
+    "KeySet",
+    "PolicyDecision",
+    "StepDenial",
+    "TokenInvalid",
+    "canonical_json",
+    "compile_args",
+    "compile_constraint",
+    "evaluate_plan",
+    "jwk_thumbprint",
+    "plan_hash",
+    "plan_json_schema",
+    "policy_hash",
+    "public_jwk",
+    "sha256_hex",
+    "unverified_claims",
+    "unverified_header",
+    "validate_args",
+    "validate_constraint",
+    "validate_plan",
+    "validate_policy",
+    "verify_token",
+]

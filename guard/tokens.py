@@ -1,0 +1,336 @@
+"""Verification of intent tokens: compact JWS signed with Ed25519 (RFC 8037).
+
+Only the verifying side lives here; the control plane signs. Verification is strict on
+purpose: one accepted key type, two spellings of one algorithm (`EdDSA`, and the fully
+specified `Ed25519` of RFC 9864), no key material taken from the token itself, strict
+base64url and JSON, signature checked before any claim is trusted.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import math
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from guard.canonical import canonical_json
+from guard.errors import TokenInvalid
+
+__all__ = [
+    "ACCEPTED_ALGORITHMS",
+    "KeySet",
+    "jwk_thumbprint",
+    "public_jwk",
+    "unverified_claims",
+    "unverified_header",
+    "verify_token",
+]
+
+ACCEPTED_ALGORITHMS: Final = frozenset({"EdDSA", "Ed25519"})
+# Header parameters that name or embed a key: honouring any of them would let the token
+# choose the key that verifies it.
+FORBIDDEN_HEADER_PARAMETERS: Final = ("jku", "x5u", "jwk", "x5c")
+REQUIRED_CLAIMS: Final = ("sub", "jti", "ph", "plan")
+# A 50-step plan plus a 500-rule policy snapshot stays far below this; the bound only keeps
+# garbage from costing time.
+MAX_TOKEN_LENGTH: Final = 4_000_000
+
+_BASE64URL_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_BASE64URL_VALUES: Final = {character: value for value, character in enumerate(_BASE64URL_ALPHABET)}
+_URLSAFE_TO_STANDARD: Final = bytes.maketrans(b"-_", b"+/")
+_ED25519_KEY_LENGTH: Final = 32
+_ED25519_SIGNATURE_LENGTH: Final = 64
+
+# RFC 7638 required members per key type, already in lexicographic order.
+_THUMBPRINT_MEMBERS: Final = {
+    "OKP": ("crv", "kty", "x"),
+    "EC": ("crv", "kty", "x", "y"),
+    "RSA": ("e", "kty", "n"),
+    "oct": ("k", "kty"),
+}
+
+
+def _b64url_encode(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _b64url_decode(segment: str, what: str) -> bytes:
+    """Strict base64url without padding; rejects any other spelling of the same bytes."""
+    remainder = len(segment) % 4
+    # `+`, `/` and `=` belong to other spellings; a2b_base64's strict mode rejects every
+    # other character outside the alphabet after `-` and `_` are mapped to `+` and `/`.
+    if remainder == 1 or "+" in segment or "/" in segment or "=" in segment:
+        raise TokenInvalid(f"{what} is not base64url without padding")
+    try:
+        # bytes.translate is far faster than str.translate on a large payload.
+        standard = segment.encode("ascii").translate(_URLSAFE_TO_STANDARD)
+        data = binascii.a2b_base64(standard + b"=" * (-remainder % 4), strict_mode=True)
+    except (binascii.Error, ValueError):  # UnicodeEncodeError is a ValueError
+        raise TokenInvalid(f"{what} is not base64url without padding") from None
+    # The unused low bits of the last character must be zero, so that a token has exactly
+    # one spelling (2 characters carry 1 byte + 4 spare bits, 3 carry 2 bytes + 2).
+    if remainder and _BASE64URL_VALUES[segment[-1]] & (0x0F if remainder == 2 else 0x03):
+        raise TokenInvalid(f"{what} is not canonical base64url")
+    return data
+
+
+def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise ValueError("duplicate member name")
+    return result
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_object(data: bytes, what: str, *, reject_duplicates: bool) -> dict[str, Any]:
+    try:
+        value = json.loads(
+            data.decode("utf-8"),
+            object_pairs_hook=_reject_duplicate_keys if reject_duplicates else None,
+            parse_constant=_reject_constant,
+        )
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
+        raise TokenInvalid(f"{what} is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise TokenInvalid(f"{what} is not a JSON object")
+    return value
+
+
+def _split(token: object) -> tuple[str, str, str]:
+    if not isinstance(token, str):
+        raise TokenInvalid("token is not a string")
+    if len(token) > MAX_TOKEN_LENGTH:
+        raise TokenInvalid("token is too long")
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise TokenInvalid("token is not a compact JWS (three dot-separated parts)")
+    header, payload, signature = parts
+    if not header or not payload or not signature:
+        raise TokenInvalid("token has an empty part")
+    return header, payload, signature
+
+
+def _parse_header(segment: str) -> dict[str, Any]:
+    # The header is read before the signature is checked and decides which algorithm and
+    # key apply, so `{"alg": "none", "alg": "EdDSA"}` must not mean different things to
+    # different parsers.
+    return _json_object(_b64url_decode(segment, "header"), "header", reject_duplicates=True)
+
+
+def _parse_payload(segment: str) -> dict[str, Any]:
+    # No duplicate-member check here: the payload is only trusted after its signature
+    # verifies, and the control plane's serialiser never repeats a member. The check would
+    # run a Python hook per object, more than doubling the cost for a token with a policy.
+    return _json_object(_b64url_decode(segment, "payload"), "payload", reject_duplicates=False)
+
+
+def unverified_header(token: str) -> dict[str, Any]:
+    """The token's JOSE header, parsed strictly but NOT verified (e.g. to read `kid`)."""
+    header, _, _ = _split(token)
+    return _parse_header(header)
+
+
+def unverified_claims(token: str) -> dict[str, Any]:
+    """The token's claims, parsed strictly but NOT verified (e.g. to read `jti`)."""
+    _, payload, _ = _split(token)
+    return _parse_payload(payload)
+
+
+def public_jwk(public_key: Ed25519PublicKey) -> dict[str, str]:
+    """The public JWK of an Ed25519 key (RFC 8037): ``{"kty": "OKP", "crv": "Ed25519", "x"}``."""
+    raw = public_key.public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return {"kty": "OKP", "crv": "Ed25519", "x": _b64url_encode(raw)}
+
+
+def jwk_thumbprint(jwk: Mapping[str, Any]) -> str:
+    """RFC 7638 thumbprint: base64url (no padding) SHA-256 of the required members.
+
+    Raises ValueError for an unknown key type or a missing or non-string member.
+    """
+    members = _THUMBPRINT_MEMBERS.get(jwk.get("kty"))
+    if members is None:
+        raise ValueError(f"cannot compute a thumbprint for key type {jwk.get('kty')!r}")
+    required = {}
+    for name in members:
+        value = jwk.get(name)
+        if not isinstance(value, str):
+            raise ValueError(f"JWK member {name!r} is missing or not a string")
+        required[name] = value
+    # RFC 7638's form (sorted members, no whitespace) is what RFC 8785 produces here.
+    return _b64url_encode(hashlib.sha256(canonical_json(required)).digest())
+
+
+def _parse_jwk(jwk: object) -> tuple[str, Ed25519PublicKey] | None:
+    """(kid, key) for a usable Ed25519 verification JWK, None for anything else."""
+    if not isinstance(jwk, Mapping):
+        return None
+    if jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519":
+        return None
+    if jwk.get("use", "sig") != "sig":
+        return None
+    algorithm = jwk.get("alg")
+    if algorithm is not None and algorithm not in ACCEPTED_ALGORITHMS:
+        return None
+    key_operations = jwk.get("key_ops")
+    if key_operations is not None and (
+        not isinstance(key_operations, list) or "verify" not in key_operations
+    ):
+        return None
+    x = jwk.get("x")
+    if not isinstance(x, str):
+        return None
+    try:
+        raw = _b64url_decode(x, "x")
+    except TokenInvalid:
+        return None
+    if len(raw) != _ED25519_KEY_LENGTH:
+        return None
+    try:
+        key = Ed25519PublicKey.from_public_bytes(raw)
+    except ValueError:
+        return None
+    kid = jwk.get("kid")
+    if kid is None:
+        kid = jwk_thumbprint(jwk)
+    elif not isinstance(kid, str) or not kid:
+        return None
+    return kid, key
+
+
+class KeySet:
+    """Ed25519 verification keys by key id, built from a JWKS (``{"keys": [...]}``).
+
+    Keys that are not usable Ed25519 signature keys (other key types, malformed members,
+    ``use`` other than ``sig``) are skipped, never fatal: a JWKS may legitimately publish
+    keys this guard does not use. A JWK without ``kid`` is filed under its thumbprint.
+    When two keys share a kid, the first wins.
+    """
+
+    __slots__ = ("_keys",)
+
+    def __init__(self, jwks: Mapping[str, Any] | None = None) -> None:
+        self._keys: dict[str, Ed25519PublicKey] = {}
+        entries = jwks.get("keys") if isinstance(jwks, Mapping) else None
+        if isinstance(entries, list):
+            for entry in entries:
+                parsed = _parse_jwk(entry)
+                if parsed is not None:
+                    self._keys.setdefault(*parsed)
+
+    @classmethod
+    def from_public_keys(cls, keys: Iterable[Ed25519PublicKey]) -> KeySet:
+        """A key set holding `keys`, each under its RFC 7638 thumbprint."""
+        return cls({"keys": [public_jwk(key) for key in keys]})
+
+    def get(self, kid: object) -> Ed25519PublicKey | None:
+        return self._keys.get(kid) if isinstance(kid, str) else None
+
+    @property
+    def kids(self) -> tuple[str, ...]:
+        return tuple(self._keys)
+
+    def __contains__(self, kid: object) -> bool:
+        return self.get(kid) is not None
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __repr__(self) -> str:
+        return f"KeySet(kids={list(self._keys)!r})"
+
+
+def _shown(value: object) -> str:
+    """A header value, safe and short enough for an error message."""
+    text = value if isinstance(value, str) else json.dumps(value, default=repr)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def _numeric_claim(claims: Mapping[str, Any], name: str) -> float:
+    if name not in claims:
+        raise TokenInvalid(f"claim {name} is missing")
+    value = claims[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TokenInvalid(f"claim {name} is not a number")
+    return value
+
+
+def verify_token(
+    token: str,
+    keys: KeySet,
+    *,
+    issuer: str,
+    now: float | None = None,
+    leeway: int = 30,
+    require_unexpired: bool = True,
+) -> dict[str, Any]:
+    """Verify an intent token and return its claims.
+
+    Checks, in order: compact JWS structure, strict base64url and JSON; header `alg`
+    exactly EdDSA or Ed25519; no `jku`/`x5u`/`jwk`/`x5c`; no `crit` (no extension is
+    understood); `kid` present in `keys`; the Ed25519 signature; then the claims: `iss`
+    equals `issuer`, numeric `exp` and `iat`, `exp` not past by more than `leeway` seconds
+    (skipped when `require_unexpired` is false, e.g. for refresh), `iat` and any `nbf` not in
+    the future by more than `leeway`, and `sub`, `jti`, `ph` (strings) and `plan` (an
+    object) present. Raises TokenInvalid, and only TokenInvalid, with a specific reason.
+    """
+    header_segment, payload_segment, signature_segment = _split(token)
+    header = _parse_header(header_segment)
+
+    if "alg" not in header:
+        raise TokenInvalid("header has no algorithm")
+    algorithm = header["alg"]
+    if not isinstance(algorithm, str) or algorithm not in ACCEPTED_ALGORITHMS:
+        raise TokenInvalid(f"algorithm {_shown(algorithm)} is not accepted")
+    for parameter in FORBIDDEN_HEADER_PARAMETERS:
+        if parameter in header:
+            raise TokenInvalid(f"header parameter {parameter} is not accepted")
+    if "crit" in header:
+        raise TokenInvalid("critical header extensions are not supported")
+    kid = header.get("kid")
+    if not isinstance(kid, str) or not kid:
+        raise TokenInvalid("header has no key id")
+    public_key = keys.get(kid)
+    if public_key is None:
+        raise TokenInvalid("unknown key id")
+
+    signature = _b64url_decode(signature_segment, "signature")
+    if len(signature) != _ED25519_SIGNATURE_LENGTH:
+        raise TokenInvalid("bad signature")
+    signing_input = f"{header_segment}.{payload_segment}".encode("ascii")
+    try:
+        public_key.verify(signature, signing_input)
+    except InvalidSignature:
+        raise TokenInvalid("bad signature") from None
+
+    claims = _parse_payload(payload_segment)
+    if claims.get("iss") != issuer:
+        raise TokenInvalid("wrong issuer")
+    current = time.time() if now is None else now
+    expires_at = _numeric_claim(claims, "exp")
+    issued_at = _numeric_claim(claims, "iat")
+    if require_unexpired and current - leeway >= expires_at:
+        raise TokenInvalid("token expired")
+    if issued_at > current + leeway:
+        raise TokenInvalid("token issued in the future")
+    if "nbf" in claims and _numeric_claim(claims, "nbf") > current + leeway:
+        raise TokenInvalid("token not yet valid")
+    for name in REQUIRED_CLAIMS:
+        if name not in claims:
+            raise TokenInvalid(f"claim {name} is missing")
+    for name in ("sub", "jti", "ph"):
+        if not isinstance(claims[name], str):
+            raise TokenInvalid(f"claim {name} is not a string")
+    if not isinstance(claims["plan"], dict):
+        raise TokenInvalid("claim plan is not an object")
+    return claims

@@ -68,7 +68,7 @@ def main() -> int:
                 str(BIN / "gunicorn"),
                 "controlplane.wsgi",
                 "--bind",
-                f"0.0.0.0:{port}",
+                f"{env.get('HOST', '127.0.0.1')}:{port}",
                 "--workers",
                 env.get("WEB_CONCURRENCY", "2"),
                 "--access-logfile",

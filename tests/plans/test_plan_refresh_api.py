@@ -257,3 +257,14 @@ def test_plan_detail_shows_status_steps_and_token_history(agent):
     assert [step["tool"] for step in body["steps"]] == ["github_list_issues", "github_get_issue"]
     assert [token["kind"] for token in body["tokens"]] == ["issue", "refresh"]
     assert "token" not in body["tokens"][0]
+
+
+def test_another_agent_of_the_same_team_cannot_refresh_or_see_the_plan(agent, team):
+    from tests.conftest import make_agent
+
+    sibling = make_agent(team, "sibling", agent.agent.policy.versions.get())
+    issued = declare(agent)
+
+    assert_problem(refresh(sibling, issued["id"], issued["token"]), 404, "plan_not_found")
+    assert_problem(sibling.client.get(f"/v1/plans/{issued['id']}"), 404, "plan_not_found")
+    assert PlanToken.objects.filter(plan_id=issued["id"]).count() == 1

@@ -1,0 +1,552 @@
+"""Admin for the team: members, roles, groups, agents and their API keys.
+
+An API key is created only through ``api_key_create`` and its plaintext is shown once, on
+the page answering the form that created it; nothing stores or logs it.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import Count, Q
+from django.http import Http404, HttpRequest, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.http import urlencode
+
+from controlplane.admin_base import (
+    OneTimeFormToken,
+    PlangateModelAdmin,
+    admin_link,
+    confirm_action,
+    redirect_after_action,
+)
+from policies.selectors import policy_active_version
+
+from .models import Agent, ApiKey, Group, Member, Role, Team
+from .services import api_key_create, api_key_revoke, member_disable
+
+MEMBERS_SHOWN = 50
+
+
+def _members_summary(queryset, changelist_filter: str) -> str:
+    """Up to MEMBERS_SHOWN linked e-mails, and a link to all of them in the member list."""
+    total = queryset.count()
+    if not total:
+        return "No members."
+    shown = ", ".join(
+        admin_link(member, member.email) for member in queryset.order_by("email")[:MEMBERS_SHOWN]
+    )
+    url = f"{reverse('admin:members_member_changelist')}?{changelist_filter}"
+    return format_html(
+        '{} <br><a href="{}">See all {} in the member list</a>',
+        format_html(shown),
+        url,
+        total,
+    )
+
+
+# --- teams ---------------------------------------------------------------------------------
+
+
+@admin.register(Team)
+class TeamAdmin(PlangateModelAdmin):
+    team_path = ""
+    list_display = ["name", "slug", "member_count", "agent_count", "log_call_arguments"]
+    search_fields = ["name", "slug"]
+    filter_horizontal = ["staff"]
+    ordering = ["slug"]
+    fields = ["name", "slug", "log_call_arguments", "staff", "created_at"]
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                member_total=Count("members", distinct=True),
+                agent_total=Count("agents", distinct=True),
+            )
+        )
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = ["created_at"]
+        if obj is not None:
+            readonly.append("slug")
+        if not request.user.is_superuser:
+            # Who manages a team is the superuser's call: a team admin adding staff would
+            # hand out access.
+            readonly.append("staff")
+        return readonly
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.name == "staff":
+            kwargs["queryset"] = get_user_model().objects.filter(is_staff=True)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    @admin.display(description="members", ordering="member_total")
+    def member_count(self, team: Team) -> int:
+        return team.member_total
+
+    @admin.display(description="agents", ordering="agent_total")
+    def agent_count(self, team: Team) -> int:
+        return team.agent_total
+
+
+# --- members, roles, groups ----------------------------------------------------------------
+
+
+class TeamConsistencyForm(forms.ModelForm):
+    """Role, groups and policy chosen for a row must belong to the row's team."""
+
+    team_bound_fields: tuple[str, ...] = ()
+
+    def _team(self) -> Team | None:
+        if "team" in self.cleaned_data:
+            return self.cleaned_data["team"]
+        return self.instance.team if self.instance.team_id else None
+
+    def clean(self):
+        cleaned = super().clean()
+        team = self._team()
+        if team is None:
+            return cleaned
+        for name in self.team_bound_fields:
+            value = cleaned.get(name)
+            if value is None:
+                continue
+            values = list(value) if hasattr(value, "__iter__") else [value]
+            strangers = sorted(str(item) for item in values if item.team_id != team.pk)
+            if strangers:
+                self.add_error(
+                    name, f"Not in team {team.slug}: {', '.join(strangers)}. Choose the team's own."
+                )
+        return cleaned
+
+
+class MemberForm(TeamConsistencyForm):
+    team_bound_fields = ("role", "groups")
+
+    class Meta:
+        model = Member
+        fields = ["team", "email", "name", "role", "groups", "is_active"]
+
+    def clean_email(self) -> str:
+        # Stored lowercased, as members.services.member_upsert stores them: plans match
+        # their user case-insensitively.
+        return self.cleaned_data["email"].strip().lower()
+
+
+@admin.register(Member)
+class MemberAdmin(PlangateModelAdmin):
+    team_path = "team"
+    form = MemberForm
+    list_display = ["email", "name", "team", "role", "group_list", "is_active", "created_at"]
+    list_filter = [
+        ("role", admin.RelatedOnlyFieldListFilter),
+        ("groups", admin.RelatedOnlyFieldListFilter),
+        "is_active",
+        ("team", admin.RelatedOnlyFieldListFilter),
+    ]
+    search_fields = ["email", "name"]
+    list_select_related = ["team", "role"]
+    autocomplete_fields = ["role", "groups"]
+    readonly_fields = ["created_at", "plans_link"]
+    actions = ["disable_members"]
+    show_full_result_count = False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("groups")
+
+    def get_fields(self, request, obj=None):
+        fields = ["team", "email", "name", "role", "groups", "is_active"]
+        return fields + (["created_at", "plans_link"] if obj else [])
+
+    @admin.display(description="groups")
+    def group_list(self, member: Member) -> str:
+        return ", ".join(member.group_names()) or "—"
+
+    @admin.display(description="plans")
+    def plans_link(self, member: Member) -> str:
+        url = reverse("admin:plans_plan_changelist")
+        return format_html(
+            '<a href="{}?member_email={}">Plans issued for {}</a>', url, member.email, member.email
+        )
+
+    @admin.action(description="Disable selected members", permissions=["change"])
+    def disable_members(self, request: HttpRequest, queryset):
+        disabled = []
+        with transaction.atomic():
+            for member in queryset.filter(is_active=True).select_related("team"):
+                member_disable(team=member.team, email=member.email)
+                self.log_change(
+                    request,
+                    member,
+                    "Disabled by the “Disable selected members” action: no plan or refresh "
+                    "is signed for them any more.",
+                )
+                disabled.append(member.email)
+        if disabled:
+            self.message_user(
+                request, f"Disabled {len(disabled)} member(s): {', '.join(disabled)}."
+            )
+        else:
+            self.message_user(request, "The selected members were already disabled.", messages.INFO)
+
+
+class MembersShownAdmin(PlangateModelAdmin):
+    """Roles and groups: their members listed on their page, counted in the list."""
+
+    team_path = "team"
+    list_display = ["name", "team", "description", "member_count"]
+    list_filter = [("team", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["name", "description"]
+    list_select_related = ["team"]
+    readonly_fields = ["member_list"]
+    ordering = ["team", "name"]
+    member_filter = ""
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(member_total=Count("members", distinct=True))
+
+    def get_fields(self, request, obj=None):
+        return ["team", "name", "description"] + (["member_list"] if obj else [])
+
+    def get_readonly_fields(self, request, obj=None):
+        # Moving a role or group to another team would leave its members in the old one.
+        return ["member_list"] + (["team"] if obj else [])
+
+    @admin.display(description="members", ordering="member_total")
+    def member_count(self, obj) -> int:
+        return obj.member_total
+
+    @admin.display(description="members")
+    def member_list(self, obj) -> str:
+        return _members_summary(obj.members.all(), f"{self.member_filter}={obj.pk}")
+
+
+@admin.register(Role)
+class RoleAdmin(MembersShownAdmin):
+    member_filter = "role__id__exact"
+
+
+@admin.register(Group)
+class GroupAdmin(MembersShownAdmin):
+    member_filter = "groups__id__exact"
+
+
+# --- agents and API keys -------------------------------------------------------------------
+
+
+def _api_key_state(api_key: ApiKey) -> str:
+    if api_key.is_revoked():
+        return "revoked"
+    if api_key.is_expired():
+        return "expired"
+    return "active"
+
+
+class ApiKeyInline(admin.TabularInline):
+    model = ApiKey
+    extra = 0
+    can_delete = False
+    fields = ["prefix", "name", "created_at", "last_used_at", "expires_at", "state", "revoke"]
+    readonly_fields = fields
+    ordering = ["-created_at"]
+    verbose_name_plural = "API keys (the secret is shown once, when created)"
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="prefix")
+    def prefix(self, api_key: ApiKey) -> str:
+        return format_html("<code>{}</code>", api_key.prefix)
+
+    @admin.display(description="state")
+    def state(self, api_key: ApiKey) -> str:
+        return _api_key_state(api_key)
+
+    @admin.display(description="")
+    def revoke(self, api_key: ApiKey) -> str:
+        if api_key.is_revoked():
+            return ""
+        url = reverse("admin:members_apikey_revoke_api_keys", args=[api_key.pk])
+        agent_url = reverse("admin:members_agent_change", args=[quote(api_key.agent_id)])
+        return format_html('<a href="{}?{}">Revoke…</a>', url, urlencode({"next": agent_url}))
+
+
+class AgentForm(TeamConsistencyForm):
+    team_bound_fields = ("policy",)
+
+    class Meta:
+        model = Agent
+        fields = ["team", "name", "policy", "is_active"]
+
+
+class ApiKeyCreateForm(forms.Form):
+    name = forms.CharField(
+        max_length=200, required=False, help_text="What the key is for, e.g. “CI runner”."
+    )
+    expires_at = forms.DateTimeField(
+        required=False,
+        label="Expires at",
+        help_text="Optional, UTC, e.g. 2027-01-31 18:00. Empty: the key never expires.",
+        widget=forms.DateTimeInput(attrs={"placeholder": "YYYY-MM-DD HH:MM"}),
+    )
+
+    def clean_expires_at(self):
+        expires_at = self.cleaned_data["expires_at"]
+        if expires_at is not None and expires_at <= timezone.now():
+            raise forms.ValidationError("The expiry must be in the future.")
+        return expires_at
+
+
+API_KEY_FORM_TOKEN = OneTimeFormToken("api-key-create")
+
+
+@admin.register(Agent)
+class AgentAdmin(PlangateModelAdmin):
+    team_path = "team"
+    form = AgentForm
+    list_display = [
+        "name",
+        "team",
+        "policy",
+        "active_version",
+        "is_active",
+        "key_count",
+        "created_at",
+    ]
+    list_filter = [
+        "is_active",
+        ("policy", admin.RelatedOnlyFieldListFilter),
+        ("team", admin.RelatedOnlyFieldListFilter),
+    ]
+    search_fields = ["name", "=id"]
+    list_select_related = ["team", "policy"]
+    autocomplete_fields = ["policy"]
+    inlines = [ApiKeyInline]
+    ordering = ["team", "name"]
+    actions = ["create_api_key"]
+    change_form_template = "admin/members/agent/change_form.html"
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                usable_keys=Count(
+                    "api_keys",
+                    filter=Q(api_keys__revoked_at__isnull=True)
+                    & (
+                        Q(api_keys__expires_at__isnull=True)
+                        | Q(api_keys__expires_at__gt=timezone.now())
+                    ),
+                )
+            )
+        )
+
+    def get_fields(self, request, obj=None):
+        return ["team", "name", "policy", "is_active"] + (["id", "created_at"] if obj else [])
+
+    def get_readonly_fields(self, request, obj=None):
+        # An agent keeps its team: its plans and keys were issued there.
+        return ["id", "created_at", "team"] if obj else []
+
+    @admin.display(description="active policy version")
+    def active_version(self, agent: Agent) -> str:
+        version = policy_active_version(policy=agent.policy_id)
+        return admin_link(version, f"v{version.number}") if version else "none published"
+
+    @admin.display(description="usable keys", ordering="usable_keys")
+    def key_count(self, agent: Agent) -> int:
+        return agent.usable_keys
+
+    def has_add_key_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm("members.add_apikey")
+
+    @admin.action(description="Create an API key for the selected agent", permissions=["add_key"])
+    def create_api_key(self, request: HttpRequest, queryset):
+        agents = list(queryset[:2])
+        if len(agents) != 1:
+            self.message_user(
+                request, "Select exactly one agent to create an API key for.", messages.WARNING
+            )
+            return None
+        return HttpResponseRedirect(
+            reverse("admin:members_agent_create_api_key", args=[quote(agents[0].pk)])
+        )
+
+    def get_urls(self):
+        return [
+            path(
+                "<path:object_id>/api-keys/new/",
+                self.admin_site.admin_view(self.api_key_create_view),
+                name="members_agent_create_api_key",
+            ),
+            *super().get_urls(),
+        ]
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        context["can_create_api_key"] = obj is not None and self.has_add_key_permission(request)
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def api_key_create_view(self, request: HttpRequest, object_id: str):
+        agent = self.get_object(request, unquote(object_id))
+        if agent is None:
+            raise Http404(f"No agent with id {object_id!r}.")
+        if not self.has_add_key_permission(request):
+            raise PermissionDenied
+        agent_url = reverse("admin:members_agent_change", args=[quote(agent.pk)])
+        form = ApiKeyCreateForm(request.POST if request.method == "POST" else None)
+        if request.method == "POST" and form.is_valid():
+            if not API_KEY_FORM_TOKEN.consume(request, request.POST.get("once")):
+                self.message_user(
+                    request,
+                    "That form was already used. An API key is shown only once, when it is "
+                    "created; create another one if it was lost.",
+                    messages.WARNING,
+                )
+                return HttpResponseRedirect(agent_url)
+            with transaction.atomic():
+                api_key, plaintext = api_key_create(
+                    agent=agent,
+                    name=form.cleaned_data["name"],
+                    expires_at=form.cleaned_data["expires_at"],
+                )
+                self.log_addition(request, api_key, f"Created API key {api_key.prefix}.")
+                self.log_change(request, agent, f"Created API key {api_key.prefix}.")
+            response = TemplateResponse(
+                request,
+                "admin/members/agent/api_key_created.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "title": f"API key for {agent.name}",
+                    "opts": self.opts,
+                    "original": agent,
+                    "agent_url": agent_url,
+                    "api_key": api_key,
+                    "plaintext": plaintext,
+                },
+            )
+            # Shown once: no cache, no history copy, no back-button replay from cache.
+            response["Cache-Control"] = "no-store"
+            return response
+        return TemplateResponse(
+            request,
+            "admin/members/agent/api_key_create.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": f"Create an API key for {agent.name}",
+                "opts": self.opts,
+                "original": agent,
+                "agent_url": agent_url,
+                "form": form,
+                "once": API_KEY_FORM_TOKEN.issue(request),
+            },
+        )
+
+
+class ApiKeyStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("active", "active"), ("revoked", "revoked"), ("expired", "expired")]
+
+    def queryset(self, request, queryset):
+        now = timezone.now()
+        unexpired = Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+        if self.value() == "active":
+            return queryset.filter(unexpired, revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        if self.value() == "expired":
+            return queryset.filter(revoked_at__isnull=True, expires_at__lte=now)
+        return queryset
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(PlangateModelAdmin):
+    """Browsable and revocable; created from the agent's page, never edited."""
+
+    team_path = "agent__team"
+    list_display = [
+        "prefix",
+        "name",
+        "agent",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+        "state",
+    ]
+    list_filter = [ApiKeyStateFilter, ("agent", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["lookup_id", "name", "agent__name"]
+    list_select_related = ["agent"]
+    fields = ["prefix", "name", "agent", "created_at", "last_used_at", "expires_at", "revoked_at"]
+    readonly_fields = fields
+    actions = ["revoke_api_keys"]
+    object_actions = {"revoke_api_keys": "Revoke this key"}
+
+    def has_add_permission(self, request) -> bool:
+        return False  # only through the agent's "Create API key", which shows it once
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # revoked keys stay, for the record
+
+    def has_revoke_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm("members.change_apikey")
+
+    @admin.display(description="prefix", ordering="lookup_id")
+    def prefix(self, api_key: ApiKey) -> str:
+        return format_html("<code>{}</code>", api_key.prefix)
+
+    @admin.display(description="state")
+    def state(self, api_key: ApiKey) -> str:
+        return _api_key_state(api_key)
+
+    def object_action_available(self, obj: ApiKey, action_name: str) -> bool:
+        return not obj.is_revoked()
+
+    @admin.action(description="Revoke selected API keys", permissions=["revoke"])
+    def revoke_api_keys(self, request: HttpRequest, queryset):
+        queryset = queryset.select_related("agent")
+        confirmation = confirm_action(
+            self,
+            request,
+            queryset,
+            action="revoke_api_keys",
+            title="Revoke API keys",
+            question="Revoke these API keys? Every request made with them is refused from now on.",
+            button="Yes, revoke",
+            warning="This cannot be undone: the agent needs a new key.",
+        )
+        if confirmation is not None:
+            return confirmation
+        revoked = []
+        with transaction.atomic():
+            for api_key in queryset.filter(revoked_at__isnull=True):
+                api_key_revoke(api_key=api_key)
+                self.log_change(request, api_key, "Revoked.")
+                self.log_change(request, api_key.agent, f"Revoked API key {api_key.prefix}.")
+                revoked.append(api_key.prefix)
+        if revoked:
+            self.message_user(request, f"Revoked {', '.join(revoked)}.")
+        else:
+            self.message_user(request, "The selected keys were already revoked.", messages.INFO)
+        return redirect_after_action(request)

@@ -1,0 +1,349 @@
+"""Admin for policies: the document edited as JSON, saving publishes version n+1.
+
+Saving goes through ``policies.services.policy_set`` (what ``manage.py set_policy`` calls),
+so the admin validates and numbers versions exactly like the command does. Versions are
+read-only for everyone, with a diff against the version before.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Count, OuterRef, Prefetch, Subquery
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+
+from controlplane.admin_base import (
+    MonospaceJSONTextarea,
+    PlangateModelAdmin,
+    admin_link,
+    admin_links,
+)
+from controlplane.problems import DomainError
+from members.models import Agent
+
+from .models import Policy, PolicyVersion
+from .selectors import policy_active_version
+from .services import policy_document_validate, policy_set
+
+STARTER_DOCUMENT = {
+    "version": 1,
+    "default": "deny",
+    "rules": [{"name": "describe what this allows", "effect": "allow", "tools": ["tool_name"]}],
+}
+MAX_ERRORS_SHOWN = 50
+
+
+def pretty_json(document: object, *, sort_keys: bool = False) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=False, sort_keys=sort_keys)
+
+
+def document_diff_html(old: object, new: object, *, old_label: str, new_label: str) -> str:
+    """A unified diff of two JSON documents, pretty-printed with sorted keys so that only
+    real changes show; every line escaped."""
+    lines = difflib.unified_diff(
+        pretty_json(old, sort_keys=True).splitlines(),
+        pretty_json(new, sort_keys=True).splitlines(),
+        fromfile=old_label,
+        tofile=new_label,
+        lineterm="",
+    )
+    rows = []
+    for line in lines:
+        if line.startswith(("+++", "---")) or line.startswith("@@"):
+            css = "hunk"
+        elif line.startswith("+"):
+            css = "add"
+        elif line.startswith("-"):
+            css = "del"
+        else:
+            css = "ctx"
+        rows.append((css, line or " "))
+    if not rows:
+        return format_html('<p class="plangate-note">{}</p>', "No change in the document.")
+    return format_html(
+        '<pre class="plangate-diff">{}</pre>',
+        format_html_join("", '<span class="{}">{}</span>', rows),
+    )
+
+
+class PolicyForm(forms.ModelForm):
+    document = forms.CharField(
+        widget=MonospaceJSONTextarea(),
+        strip=False,
+        help_text=(
+            "The policy document (JSON). Saving publishes it as the next version; old "
+            "versions never change. Running plans get it at their next refresh."
+        ),
+    )
+    comment = forms.CharField(
+        max_length=500,
+        required=False,
+        help_text="Optional: why this change. Kept with the version.",
+        widget=forms.TextInput(attrs={"size": 80}),
+    )
+
+    class Meta:
+        model = Policy
+        fields = ["team", "slug", "description"]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        current = policy_active_version(policy=self.instance) if self.instance.pk else None
+        self.fields["document"].initial = pretty_json(
+            current.document if current else STARTER_DOCUMENT
+        )
+        self.parsed_document: object = None
+        self.published_version: PolicyVersion | None = None
+
+    def clean_document(self) -> str:
+        text = self.cleaned_data["document"]
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
+            ) from exc
+        try:
+            policy_document_validate(document)
+        except DomainError as exc:
+            errors = [f"{error.path or '(document)'}: {error.detail}" for error in exc.errors]
+            if len(errors) > MAX_ERRORS_SHOWN:
+                errors = [
+                    *errors[:MAX_ERRORS_SHOWN],
+                    f"… and {len(errors) - MAX_ERRORS_SHOWN} more",
+                ]
+            raise forms.ValidationError(errors or [exc.detail]) from exc
+        self.parsed_document = document
+        return text
+
+
+@admin.register(Policy)
+class PolicyAdmin(PlangateModelAdmin):
+    team_path = "team"
+    form = PolicyForm
+    list_display = ["slug", "team", "current_version", "agent_list", "description"]
+    list_filter = [("team", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["slug", "description"]
+    list_select_related = ["team"]
+    ordering = ["team", "slug"]
+
+    def get_queryset(self, request):
+        latest = PolicyVersion.objects.filter(policy=OuterRef("pk")).order_by("-number")
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                current_number=Subquery(latest.values("number")[:1]),
+                current_id=Subquery(latest.values("pk")[:1]),
+                agent_total=Count("agents"),
+            )
+            .prefetch_related(
+                Prefetch("agents", queryset=Agent.objects.only("id", "name", "policy_id"))
+            )
+        )
+
+    def get_fieldsets(self, request, obj=None):
+        if obj is None:
+            return [
+                (None, {"fields": ["team", "slug", "description"]}),
+                ("Document", {"fields": ["document", "comment"]}),
+            ]
+        return [
+            (None, {"fields": ["team", "slug", "description", "current_version", "agents_using"]}),
+            (
+                "Document: saving publishes the next version",
+                {"fields": ["document", "comment"]},
+            ),
+            ("Version history", {"fields": ["version_history"]}),
+        ]
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return []
+        # The slug is the policy's id in API responses and in `set_policy`.
+        return ["team", "slug", "current_version", "agents_using", "version_history"]
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # versions are kept: tokens and plans point at them
+
+    @admin.display(description="current version", ordering="current_number")
+    def current_version(self, policy: Policy) -> str:
+        number = getattr(policy, "current_number", None)
+        version_id = getattr(policy, "current_id", None)
+        if number is None:
+            version = policy_active_version(policy=policy)
+            if version is None:
+                return "none published"
+            number, version_id = version.number, version.pk
+        url = reverse("admin:policies_policyversion_change", args=[version_id])
+        return format_html('<a href="{}">v{}</a>', url, number)
+
+    @admin.display(description="agents")
+    def agent_list(self, policy: Policy) -> str:
+        return admin_links(policy.agents.all(), empty="none")
+
+    @admin.display(description="agents using it")
+    def agents_using(self, policy: Policy) -> str:
+        return admin_links(policy.agents.order_by("name"), empty="No agent uses this policy.")
+
+    @admin.display(description="versions")
+    def version_history(self, policy: Policy) -> str:
+        versions = policy.versions.order_by("-number")
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            (
+                (
+                    admin_link(version, f"v{version.number}"),
+                    f"{version.created_at:%Y-%m-%d %H:%M} UTC",
+                    version.created_by or "—",
+                    version.comment or "—",
+                    version.hash[:16],
+                )
+                for version in versions
+            ),
+        )
+        return format_html(
+            '<table class="plangate-table"><thead><tr><th>version</th><th>published</th>'
+            "<th>by</th><th>comment</th><th>hash</th></tr></thead><tbody>{}</tbody></table>"
+            '<p class="help">Open a version to see what changed from the one before.</p>',
+            rows,
+        )
+
+    def save_model(self, request: HttpRequest, obj: Policy, form: PolicyForm, change: bool) -> None:
+        before = policy_active_version(policy=obj) if change else None
+        version = policy_set(
+            team=obj.team,
+            slug=obj.slug,
+            document=form.parsed_document,
+            comment=form.cleaned_data.get("comment", ""),
+            created_by=request.user.get_username(),
+            description=obj.description,
+        )
+        # The service created or found the row: the admin's object becomes that row.
+        obj.pk = version.policy_id
+        obj.created_at = version.policy.created_at
+        obj._state.adding = False
+        if before is not None and version.pk == before.pk:
+            self.message_user(
+                request,
+                f"The document is unchanged: version {version.number} stays active.",
+                messages.WARNING,
+            )
+        else:
+            form.published_version = version
+            self.message_user(
+                request,
+                f"Published {obj.slug} version {version.number}. Agents using it get it with "
+                "their next plan or refresh.",
+            )
+
+    def construct_change_message(self, request, form: PolicyForm, formsets, add=False):
+        version = form.published_version
+        parts = []
+        if version is not None:
+            parts.append(
+                f"Published version {version.number}"
+                + (f": {version.comment}" if version.comment else "")
+                + "."
+            )
+        else:
+            parts.append("Document unchanged: no version published.")
+        if not add and "description" in form.changed_data:
+            parts.append("Changed the description.")
+        return " ".join(parts)
+
+
+@admin.register(PolicyVersion)
+class PolicyVersionAdmin(PlangateModelAdmin):
+    """Published versions: read-only for everyone, superusers included."""
+
+    team_path = "policy__team"
+    list_display = [
+        "__str__",
+        "policy",
+        "number",
+        "short_hash",
+        "comment",
+        "created_by",
+        "created_at",
+    ]
+    list_filter = [("policy", admin.RelatedOnlyFieldListFilter), "created_at"]
+    search_fields = ["policy__slug", "=hash", "comment", "created_by"]
+    list_select_related = ["policy", "policy__team"]
+    fields = [
+        "policy_link",
+        "number",
+        "hash",
+        "comment",
+        "created_by",
+        "created_at",
+        "neighbours",
+        "changes",
+        "document_pretty",
+    ]
+    readonly_fields = fields
+    show_full_result_count = False
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="hash", ordering="hash")
+    def short_hash(self, version: PolicyVersion) -> str:
+        return format_html('<code title="{}">{}…</code>', version.hash, version.hash[:12])
+
+    @admin.display(description="policy")
+    def policy_link(self, version: PolicyVersion) -> str:
+        return admin_link(version.policy)
+
+    def _previous(self, version: PolicyVersion) -> PolicyVersion | None:
+        return (
+            PolicyVersion.objects.filter(policy_id=version.policy_id, number__lt=version.number)
+            .order_by("-number")
+            .first()
+        )
+
+    @admin.display(description="other versions")
+    def neighbours(self, version: PolicyVersion) -> str:
+        previous = self._previous(version)
+        following = (
+            PolicyVersion.objects.filter(policy_id=version.policy_id, number__gt=version.number)
+            .order_by("number")
+            .first()
+        )
+        parts = []
+        if previous:
+            parts.append(format_html("← {}", admin_link(previous, f"v{previous.number}")))
+        if following:
+            parts.append(format_html("{} →", admin_link(following, f"v{following.number}")))
+        else:
+            parts.append("this is the active version")
+        return format_html_join(" · ", "{}", ((part,) for part in parts))
+
+    @admin.display(description="changes from the version before")
+    def changes(self, version: PolicyVersion) -> str:
+        previous = self._previous(version)
+        if previous is None:
+            return "The first version."
+        slug = version.policy.slug
+        return document_diff_html(
+            previous.document,
+            version.document,
+            old_label=f"{slug} v{previous.number}",
+            new_label=f"{slug} v{version.number}",
+        )
+
+    @admin.display(description="document")
+    def document_pretty(self, version: PolicyVersion) -> str:
+        return format_html('<pre class="plangate-pre">{}</pre>', pretty_json(version.document))

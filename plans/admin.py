@@ -1,0 +1,401 @@
+"""Admin for issued plans, their tokens and guard decisions, and the signing keys.
+
+Everything here is an audit record: read-only for everyone, superusers included. The only
+writes are actions through the services: revoking a plan (``plan_revoke``), rotating and
+revoking signing keys (``plans.keys``). Each leaves a history entry.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.http import HttpRequest, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.text import Truncator
+
+from controlplane.admin_base import (
+    PlangateModelAdmin,
+    TextInputFilter,
+    admin_link,
+    confirm_action,
+    redirect_after_action,
+)
+from controlplane.problems import DomainError
+
+from . import keys
+from .admin_display import (
+    blocked_attempts,
+    displayed_plan,
+    plan_display_status,
+    pretty_json,
+    status_badge,
+    step_reports,
+)
+from .models import Plan, PlanEvent, PlanToken, SigningKey
+from .services import plan_revoke
+
+
+class ReadOnlyAdmin(PlangateModelAdmin):
+    """Audit records: nobody adds, edits or deletes them here."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class MemberEmailFilter(TextInputFilter):
+    title = "member e-mail"
+    parameter_name = "member_email"
+    placeholder = "alice@example.com"
+
+    def queryset(self, request, queryset):
+        value = (self.value() or "").strip().lower()
+        return queryset.filter(member__email=value) if value else queryset
+
+
+def _version_link(version) -> str:
+    return admin_link(version, f"{version.policy.slug} v{version.number}")
+
+
+@admin.register(Plan)
+class PlanAdmin(ReadOnlyAdmin):
+    team_path = "team"
+    list_display = [
+        "goal_short",
+        "member_email",
+        "agent",
+        "status_shown",
+        "created_at",
+        "expires_at",
+        "policy_version_link",
+        "team",
+        "id",
+    ]
+    list_display_links = ["goal_short"]
+    list_filter = [
+        "status",
+        ("agent", admin.RelatedOnlyFieldListFilter),
+        MemberEmailFilter,
+        ("created_at", admin.DateFieldListFilter),
+    ]
+    search_fields = ["=id", "goal", "member__email", "=hash"]
+    search_help_text = "Search by plan id, goal, member e-mail or plan hash."
+    list_select_related = ["member", "agent", "team", "policy_version__policy"]
+    ordering = ["-created_at"]
+    show_full_result_count = False
+    fields = ["goal"]
+    actions = ["revoke_plans"]
+    object_actions = {"revoke_plans": "Revoke plan"}
+    change_form_template = "admin/plans/plan/change_form.html"
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {"title": "Issued plans", **(extra_context or {})})
+
+    @admin.display(description="goal", ordering="goal")
+    def goal_short(self, plan: Plan) -> str:
+        return Truncator(plan.goal).chars(80)
+
+    @admin.display(description="member", ordering="member__email")
+    def member_email(self, plan: Plan) -> str:
+        return plan.member.email
+
+    @admin.display(description="status", ordering="status")
+    def status_shown(self, plan: Plan) -> str:
+        return status_badge(plan_display_status(plan))
+
+    @admin.display(description="policy version", ordering="policy_version")
+    def policy_version_link(self, plan: Plan) -> str:
+        return _version_link(plan.policy_version)
+
+    def has_revoke_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm("plans.change_plan")
+
+    def object_action_available(self, obj: Plan, action_name: str) -> bool:
+        return obj.status == Plan.Status.ACTIVE and not obj.is_expired()
+
+    @admin.action(description="Revoke selected plans", permissions=["revoke"])
+    def revoke_plans(self, request: HttpRequest, queryset):
+        confirmation = confirm_action(
+            self,
+            request,
+            queryset,
+            action="revoke_plans",
+            title="Revoke plans",
+            question=(
+                "Revoke these plans? Their next refresh answers 410 plan_revoked and the "
+                "agent's guard blocks every further call."
+            ),
+            button="Yes, revoke",
+            warning="This cannot be undone: the agent must declare a new plan.",
+        )
+        if confirmation is not None:
+            return confirmation
+        revoked = []
+        with transaction.atomic():
+            for plan in queryset:
+                if plan_revoke(plan=plan):
+                    self.log_change(
+                        request, plan, "Revoked: its next refresh answers 410 plan_revoked."
+                    )
+                    revoked.append(plan.pk)
+        if revoked:
+            self.message_user(request, f"Revoked {len(revoked)} plan(s): {', '.join(revoked)}.")
+        else:
+            self.message_user(request, "The selected plans were already revoked.", messages.INFO)
+        return redirect_after_action(request)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        plan = self.get_object(request, unquote(object_id))
+        context = dict(extra_context or {})
+        if plan is not None:
+            tokens = list(
+                plan.tokens.select_related("policy_version__policy").order_by("issued_at", "id")
+            )
+            known_kids = set(
+                SigningKey.objects.filter(kid__in={token.kid for token in tokens}).values_list(
+                    "kid", flat=True
+                )
+            )
+            context.update(
+                {
+                    "title": Truncator(f"Plan: {plan.goal}").chars(100),
+                    "subtitle": plan.pk,
+                    "plan": plan,
+                    "plan_status": plan_display_status(plan),
+                    "policy_version_link": _version_link(plan.policy_version),
+                    "member_link": admin_link(plan.member, plan.member.email),
+                    "agent_link": admin_link(plan.agent),
+                    "steps": step_reports(plan),
+                    "blocked": blocked_attempts(plan),
+                    "displayed": displayed_plan(plan),
+                    "tokens": [
+                        (
+                            token,
+                            _version_link(token.policy_version),
+                            reverse("admin:plans_signingkey_change", args=[quote(token.kid)])
+                            if token.kid in known_kids
+                            else None,
+                        )
+                        for token in tokens
+                    ],
+                    "document_json": pretty_json(plan.document),
+                    "now": timezone.now(),
+                }
+            )
+        return super().change_view(request, object_id, form_url, context)
+
+
+@admin.register(PlanToken)
+class PlanTokenAdmin(ReadOnlyAdmin):
+    """One row per token signed; the token itself is a bearer credential and never kept."""
+
+    team_path = "plan__team"
+    list_display = [
+        "issued_at",
+        "plan_link",
+        "kind",
+        "kid_short",
+        "expires_at",
+        "policy_version_link",
+        "role",
+        "group_list",
+    ]
+    list_filter = ["kind", ("issued_at", admin.DateFieldListFilter)]
+    search_fields = ["=plan__id", "=kid", "plan__member__email"]
+    list_select_related = ["plan", "policy_version__policy"]
+    fields = [
+        "plan_link",
+        "kind",
+        "kid",
+        "issued_at",
+        "expires_at",
+        "policy_version_link",
+        "role",
+        "group_list",
+    ]
+    readonly_fields = fields
+    show_full_result_count = False
+
+    @admin.display(description="plan", ordering="plan")
+    def plan_link(self, token: PlanToken) -> str:
+        return admin_link(token.plan, token.plan_id)
+
+    @admin.display(description="kid", ordering="kid")
+    def kid_short(self, token: PlanToken) -> str:
+        return format_html('<code title="{}">{}…</code>', token.kid, token.kid[:12])
+
+    @admin.display(description="policy version")
+    def policy_version_link(self, token: PlanToken) -> str:
+        return _version_link(token.policy_version)
+
+    @admin.display(description="groups")
+    def group_list(self, token: PlanToken) -> str:
+        return ", ".join(token.groups) or "—"
+
+
+@admin.register(PlanEvent)
+class PlanEventAdmin(ReadOnlyAdmin):
+    """What the guards reported deciding, call by call."""
+
+    team_path = "plan__team"
+    list_display = ["occurred_at", "plan_link", "tool", "decision", "step", "reason"]
+    list_filter = ["decision", ("occurred_at", admin.DateFieldListFilter)]
+    search_fields = ["=plan__id", "tool"]
+    list_select_related = ["plan"]
+    fields = [
+        "plan_link",
+        "occurred_at",
+        "received_at",
+        "tool",
+        "decision",
+        "step",
+        "reason",
+        "args_digest",
+        "args",
+    ]
+    readonly_fields = fields
+    show_full_result_count = False
+
+    @admin.display(description="plan", ordering="plan")
+    def plan_link(self, event: PlanEvent) -> str:
+        return admin_link(event.plan, event.plan_id)
+
+
+@admin.register(SigningKey)
+class SigningKeyAdmin(ReadOnlyAdmin):
+    """Keys are shared by every team. The private half never leaves the database."""
+
+    team_path = None
+    list_display = ["kid", "state_shown", "created_at", "activated_at", "retired_at", "revoked_at"]
+    list_filter = ["state"]
+    search_fields = ["=kid"]
+    fields = [
+        "kid",
+        "state",
+        "public_key",
+        "created_at",
+        "activated_at",
+        "retired_at",
+        "revoked_at",
+    ]
+    readonly_fields = fields
+    actions = ["revoke_signing_keys"]
+    object_actions = {"revoke_signing_keys": "Revoke this key"}
+    change_list_template = "admin/plans/signingkey/change_list.html"
+
+    def has_manage_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm("plans.change_signingkey")
+
+    def object_action_available(self, obj: SigningKey, action_name: str) -> bool:
+        return obj.state != SigningKey.State.REVOKED
+
+    @admin.display(description="state", ordering="state")
+    def state_shown(self, key: SigningKey) -> str:
+        return format_html(
+            '<span class="plangate-badge {}">{}</span>', key.state, key.get_state_display()
+        )
+
+    def changelist_view(self, request, extra_context=None):
+        context = {"can_rotate": self.has_manage_permission(request), **(extra_context or {})}
+        return super().changelist_view(request, context)
+
+    def get_urls(self):
+        return [
+            path(
+                "rotate/",
+                self.admin_site.admin_view(self.rotate_view),
+                name="plans_signingkey_rotate",
+            ),
+            *super().get_urls(),
+        ]
+
+    def _log_key_changes(self, request: HttpRequest, before: dict[str, str], why: str) -> list[str]:
+        """A history entry for every key the operation created or moved to another state."""
+        changes = []
+        for key in SigningKey.objects.order_by("created_at"):
+            if key.kid not in before:
+                self.log_addition(request, key, f"Created as {key.state} by {why}.")
+                changes.append(f"{key.kid[:12]}… created ({key.state})")
+            elif before[key.kid] != key.state:
+                self.log_change(request, key, f"{before[key.kid]} → {key.state} by {why}.")
+                changes.append(f"{key.kid[:12]}… {before[key.kid]} → {key.state}")
+        return changes
+
+    def rotate_view(self, request: HttpRequest):
+        if not self.has_manage_permission(request):
+            raise PermissionDenied
+        changelist_url = reverse("admin:plans_signingkey_changelist")
+        if request.method == "POST":
+            before = dict(SigningKey.objects.values_list("kid", "state"))
+            try:
+                result = keys.signing_key_rotate(force=True)
+            except (DomainError, keys.EncryptionKeyError) as exc:
+                self.message_user(request, f"Rotation failed: {exc}", messages.ERROR)
+                return HttpResponseRedirect(changelist_url)
+            self._log_key_changes(request, before, "“Rotate now”")
+            self.message_user(
+                request,
+                f"Rotation: {result.describe()}.",
+                messages.SUCCESS if result.rotated else messages.WARNING,
+            )
+            return HttpResponseRedirect(changelist_url)
+        return TemplateResponse(
+            request,
+            "admin/plans/signingkey/rotate.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Rotate the signing key now",
+                "opts": self.opts,
+                "changelist_url": changelist_url,
+                "keys": SigningKey.objects.exclude(state=SigningKey.State.REVOKED).order_by(
+                    "created_at"
+                ),
+            },
+        )
+
+    @admin.action(description="Revoke selected signing keys", permissions=["manage"])
+    def revoke_signing_keys(self, request: HttpRequest, queryset):
+        confirmation = confirm_action(
+            self,
+            request,
+            queryset,
+            action="revoke_signing_keys",
+            title="Revoke signing keys",
+            question=(
+                "Revoke these keys? They leave the JWKS at once, so guards stop accepting "
+                "tokens they signed; a fresh key signs from now on. Agents refresh to get a "
+                "token signed by it."
+            ),
+            button="Yes, revoke",
+            warning=(
+                "Keys are shared by every team: tokens of every team signed by these keys stop "
+                "verifying. Use this when a key may have leaked."
+            ),
+        )
+        if confirmation is not None:
+            return confirmation
+        before = dict(SigningKey.objects.values_list("kid", "state"))
+        failed = []
+        for key in queryset.exclude(state=SigningKey.State.REVOKED):
+            try:
+                keys.signing_key_revoke(kid=key.kid)
+            except (DomainError, keys.EncryptionKeyError) as exc:
+                failed.append(f"{key.kid[:12]}…: {exc}")
+        changes = self._log_key_changes(request, before, "“Revoke”")
+        if changes:
+            self.message_user(request, "Revoked: " + "; ".join(changes) + ".")
+        if failed:
+            self.message_user(request, "Not revoked: " + "; ".join(failed), messages.ERROR)
+        if not changes and not failed:
+            self.message_user(request, "The selected keys were already revoked.", messages.INFO)
+        return redirect_after_action(request)

@@ -1,0 +1,299 @@
+"""What the admin's plan page shows a person: the steps as a table, planned against actual,
+and the Agent Client Protocol plan the agent showed its user.
+
+Everything an agent sent is data, not markup: every value goes through ``format_html``.
+The ACP reader is tolerant, as the protocol asks: any variant, custom value or malformed
+message renders (unknown ones as raw JSON) and never raises.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+
+from django.db.models import Count
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+from guard.decisions import Decision
+from guard.plan import DEFAULT_MAX_CALLS
+
+from .models import Plan, PlanDisplayUpdate, PlanEvent
+
+logger = logging.getLogger(__name__)
+
+BLOCKED_SHOWN = 200
+
+OPERATOR_LABELS = {
+    "eq": "=",
+    "in": "is one of",
+    "glob": "matches glob",
+    "regex": "matches regex",
+    "lte": "≤",
+    "gte": "≥",
+}
+
+
+def compact_json(value: object) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def pretty_json(value: object) -> str:
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def constraints_html(args: object) -> SafeString:
+    """``repo matches glob "acme/*"``, one argument a line; free arguments are not listed."""
+    if not args:
+        return format_html('<span class="plangate-badge muted">{}</span>', "any arguments")
+    if not isinstance(args, dict):
+        return format_html("<code>{}</code>", compact_json(args))
+    lines = []
+    for name, constraint in args.items():
+        if isinstance(constraint, dict) and len(constraint) == 1:
+            ((operator, value),) = constraint.items()
+            label = OPERATOR_LABELS.get(operator, operator)
+            lines.append(
+                format_html("<code>{}</code> {} <code>{}</code>", name, label, compact_json(value))
+            )
+        else:
+            lines.append(
+                format_html("<code>{}</code> <code>{}</code>", name, compact_json(constraint))
+            )
+    return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in lines))
+
+
+@dataclass
+class StepReport:
+    index: int
+    tool: str
+    constraints: SafeString
+    max_calls: int
+    required: bool
+    used: int
+
+    @property
+    def number(self) -> int:
+        return self.index + 1
+
+    @property
+    def ran(self) -> bool:
+        return self.used > 0
+
+    @property
+    def over_budget(self) -> bool:
+        return self.used > self.max_calls
+
+    @property
+    def percent_used(self) -> int:
+        return min(100, round(100 * self.used / self.max_calls)) if self.max_calls else 0
+
+
+def step_reports(plan: Plan) -> list[StepReport]:
+    """Each planned step with the calls the guard allowed against it."""
+    used = dict(
+        PlanEvent.objects.filter(plan=plan, decision=Decision.ALLOWED, step__isnull=False)
+        .values_list("step")
+        .annotate(total=Count("id"))
+        .values_list("step", "total")
+    )
+    steps = plan.document.get("steps") if isinstance(plan.document, dict) else None
+    reports = []
+    for index, step in enumerate(steps if isinstance(steps, list) else []):
+        step = step if isinstance(step, dict) else {}
+        max_calls = step.get("maxCalls", DEFAULT_MAX_CALLS)
+        reports.append(
+            StepReport(
+                index=index,
+                tool=str(step.get("tool", "?")),
+                constraints=constraints_html(step.get("args")),
+                max_calls=max_calls if isinstance(max_calls, int) else DEFAULT_MAX_CALLS,
+                required=step.get("required") is True,
+                used=used.get(index, 0),
+            )
+        )
+    return reports
+
+
+@dataclass
+class BlockedAttempts:
+    total: int
+    shown: list[PlanEvent] = field(default_factory=list)
+
+
+def blocked_attempts(plan: Plan) -> BlockedAttempts:
+    """Calls the guard refused, newest first."""
+    queryset = PlanEvent.objects.filter(plan=plan).exclude(decision=Decision.ALLOWED)
+    return BlockedAttempts(
+        total=queryset.count(), shown=list(queryset.order_by("-occurred_at", "-id")[:BLOCKED_SHOWN])
+    )
+
+
+# --- Agent Client Protocol plan updates ----------------------------------------------------
+
+KNOWN_BADGES = {"pending", "in_progress", "completed", "cancelled", "high", "medium", "low"}
+
+
+def _raw(message: object, note: str) -> SafeString:
+    return format_html(
+        '<p class="plangate-note">{}</p><pre class="plangate-pre">{}</pre>',
+        note,
+        pretty_json(message),
+    )
+
+
+def _badge(value: object) -> SafeString:
+    text = value if isinstance(value, str) else compact_json(value)
+    css = text if text in KNOWN_BADGES else "muted"
+    if text == "high":
+        css = "bad"
+    elif text == "medium":
+        css = "warn"
+    elif text == "low":
+        css = "muted"
+    label = text.replace("_", " ") if text in KNOWN_BADGES else text
+    return format_html('<span class="plangate-badge {}">{}</span>', css, label)
+
+
+def _heading(variant: str, plan_id: object) -> SafeString:
+    if isinstance(plan_id, str) and plan_id:
+        return format_html(
+            '<p class="plangate-note">{} · plan <code>{}</code></p>', variant, plan_id
+        )
+    return format_html('<p class="plangate-note">{}</p>', variant)
+
+
+def _entries(entries: object, message: object, variant: str, plan_id: object) -> SafeString:
+    if not isinstance(entries, list):
+        return _raw(message, f"{variant} without a list of entries; shown as sent.")
+    if not entries:
+        return format_html("{}<p>{}</p>", _heading(variant, plan_id), "The plan has no entries.")
+    rows = []
+    for number, entry in enumerate(entries, start=1):
+        if isinstance(entry, dict) and isinstance(entry.get("content"), str):
+            rows.append(
+                format_html(
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    number,
+                    entry["content"],
+                    _badge(entry["priority"]) if "priority" in entry else "—",
+                    _badge(entry["status"]) if "status" in entry else "—",
+                )
+            )
+        else:
+            rows.append(
+                format_html(
+                    '<tr><td>{}</td><td colspan="3"><span class="plangate-note">{}</span> '
+                    "<code>{}</code></td></tr>",
+                    number,
+                    "unreadable entry:",
+                    compact_json(entry),
+                )
+            )
+    return format_html(
+        '{}<table class="plangate-table"><thead><tr><th>#</th><th>entry</th><th>priority</th>'
+        "<th>status</th></tr></thead><tbody>{}</tbody></table>",
+        _heading(variant, plan_id),
+        format_html_join("", "{}", ((row,) for row in rows)),
+    )
+
+
+def _session_update(message: object) -> dict | None:
+    """The ``session/update`` payload inside whatever envelope the agent kept: a JSON-RPC
+    notification, its ``params`` (``{sessionId, update}``), or the update itself."""
+    current = message
+    if isinstance(current, dict) and isinstance(current.get("params"), dict):
+        current = current["params"]
+    if isinstance(current, dict) and isinstance(current.get("update"), dict):
+        current = current["update"]
+    return current if isinstance(current, dict) else None
+
+
+def _render(message: object) -> SafeString:
+    update = _session_update(message)
+    if update is None:
+        return _raw(message, "Not an ACP session update; shown as sent.")
+    kind = update.get("sessionUpdate")
+    if kind == "plan":  # ACP v1 (stable)
+        return _entries(update.get("entries"), message, "ACP plan (v1)", None)
+    if kind == "plan_removed":
+        plan_id = update.get("planId")
+        return format_html(
+            "{}<p>{}</p>",
+            _heading("ACP plan_removed", plan_id),
+            "The agent removed the plan from its user's view: the plan ended.",
+        )
+    if kind != "plan_update":
+        return _raw(
+            message, f"An ACP update Plangate does not know ({compact_json(kind)}); shown as sent."
+        )
+    content = update.get("plan")
+    if not isinstance(content, dict):
+        return _raw(message, "A plan_update without plan content; shown as sent.")
+    plan_type = content.get("type")
+    plan_id = content.get("planId")
+    if plan_type == "items":
+        return _entries(content.get("entries"), message, "ACP plan_update (items)", plan_id)
+    if plan_type == "markdown" and isinstance(content.get("content"), str):
+        return format_html(
+            '{}<pre class="plangate-pre">{}</pre>',
+            _heading("ACP plan_update (markdown, shown as text)", plan_id),
+            content["content"],
+        )
+    if plan_type == "file" and isinstance(content.get("uri"), str):
+        return format_html(
+            "{}<p>{} <code>{}</code></p>",
+            _heading("ACP plan_update (file)", plan_id),
+            "The plan is kept in a file:",
+            content["uri"],
+        )
+    return _raw(
+        message,
+        f"An ACP plan_update of type {compact_json(plan_type)} Plangate does not read; "
+        "shown as sent.",
+    )
+
+
+def acp_message_html(message: object) -> SafeString:
+    """The message as a person reads it. Never raises: a reader must survive any input."""
+    try:
+        return _render(message)
+    except Exception:
+        logger.exception("could not render an ACP plan update")
+        return _raw(message, "This update could not be read; shown as sent.")
+
+
+@dataclass
+class DisplayedPlan:
+    total: int
+    latest: PlanDisplayUpdate | None
+    html: SafeString | None
+
+
+def displayed_plan(plan: Plan) -> DisplayedPlan:
+    """The latest ACP plan update the agent reported showing its user."""
+    updates = PlanDisplayUpdate.objects.filter(plan=plan)
+    latest = updates.order_by("-received_at", "-id").first()
+    return DisplayedPlan(
+        total=updates.count(),
+        latest=latest,
+        html=acp_message_html(latest.message) if latest is not None else None,
+    )
+
+
+def plan_display_status(plan: Plan, now=None) -> str:
+    """The status a person should read: an active plan past its end is expired."""
+    if plan.status == Plan.Status.ACTIVE and plan.is_expired(now):
+        return Plan.Status.EXPIRED
+    return plan.status
+
+
+def status_badge(status: str) -> SafeString:
+    return format_html('<span class="plangate-badge {}">{}</span>', status, status)

@@ -17,7 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
 from controlplane.admin_base import (
@@ -40,13 +40,18 @@ def _members_summary(queryset, changelist_filter: str) -> str:
     total = queryset.count()
     if not total:
         return "No members."
-    shown = ", ".join(
-        admin_link(member, member.email) for member in queryset.order_by("email")[:MEMBERS_SHOWN]
+    shown = format_html_join(
+        ", ",
+        "{}",
+        (
+            (admin_link(member, member.email),)
+            for member in queryset.order_by("email")[:MEMBERS_SHOWN]
+        ),
     )
     url = f"{reverse('admin:members_member_changelist')}?{changelist_filter}"
     return format_html(
         '{} <br><a href="{}">See all {} in the member list</a>',
-        format_html(shown),
+        shown,
         url,
         total,
     )

@@ -1,0 +1,125 @@
+"""Members, roles and groups in the admin, and the history every change leaves."""
+
+from __future__ import annotations
+
+from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+from django.urls import reverse
+
+from members.models import Member
+from members.services import member_upsert
+
+CHANGELIST = "admin:members_member_changelist"
+
+
+def test_adding_a_member_stores_the_email_lowercased_and_logs_it(
+    team_admin_client, team_admin, team
+):
+    member_upsert(team=team, email="sam@acme.dev", role="sre", groups=["oncall"])
+    role = team.roles.get(name="sre")
+    group = team.groups.get(name="oncall")
+    response = team_admin_client.post(
+        reverse("admin:members_member_add"),
+        {
+            "team": team.pk,
+            "email": "  Bob@Acme.DEV ",
+            "name": "Bob",
+            "role": role.pk,
+            "groups": [group.pk],
+            "is_active": "on",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()
+    bob = Member.objects.get(team=team, email="bob@acme.dev")
+    assert bob.role == role and list(bob.groups.all()) == [group]
+    assert LogEntry.objects.filter(
+        user=team_admin, action_flag=ADDITION, object_id=str(bob.pk)
+    ).exists()
+
+
+def test_a_duplicate_email_in_another_case_is_refused(team_admin_client, team, member):
+    response = team_admin_client.post(
+        reverse("admin:members_member_add"),
+        {"team": team.pk, "email": "ALICE@acme.dev", "is_active": "on"},
+    )
+    assert response.status_code == 200
+    assert Member.objects.filter(team=team, email__iexact="alice@acme.dev").count() == 1
+
+
+def test_bulk_disable_disables_and_logs_each_member(
+    team_admin_client, team_admin, member, sre_member, agent
+):
+    response = team_admin_client.post(
+        reverse(CHANGELIST),
+        {"action": "disable_members", "_selected_action": [member.pk, sre_member.pk], "index": 0},
+    )
+    assert response.status_code == 302
+    member.refresh_from_db()
+    sre_member.refresh_from_db()
+    assert not member.is_active and not sre_member.is_active
+    for person in (member, sre_member):
+        entry = LogEntry.objects.get(user=team_admin, object_id=str(person.pk))
+        assert entry.action_flag == CHANGE
+        assert "Disabled" in entry.get_change_message()
+    # The API sees it at once.
+    from tests.conftest import plan_document
+
+    refused = agent.client.post("/v1/plans", {"plan": plan_document()}, format="json")
+    assert refused.json()["code"] == "user_disabled"
+
+
+def test_member_list_filters_and_searches(team_admin_client, member, sre_member, disabled_member):
+    url = reverse(CHANGELIST)
+
+    def emails(**query) -> set[str]:
+        html = team_admin_client.get(url, query).content.decode()
+        return {m.email for m in (member, sre_member, disabled_member) if m.email in html}
+
+    assert emails(q="sam") == {sre_member.email}
+    assert emails(q="Alice") == {member.email}
+    assert emails(is_active__exact="0") == {disabled_member.email}
+    assert emails(role__id__exact=str(sre_member.role_id)) == {sre_member.email}
+    oncall = sre_member.groups.get(name="oncall")
+    assert emails(groups__id__exact=str(oncall.pk)) == {sre_member.email}
+
+
+def test_roles_and_groups_list_their_members(team_admin_client, member, sre_member):
+    group = sre_member.groups.get(name="platform")
+    html = team_admin_client.get(
+        reverse("admin:members_group_change", args=[group.pk])
+    ).content.decode()
+    assert member.email in html and sre_member.email in html
+    html = team_admin_client.get(
+        reverse("admin:members_role_change", args=[sre_member.role_id])
+    ).content.decode()
+    assert sre_member.email in html and member.email not in html
+    listing = team_admin_client.get(reverse("admin:members_group_changelist")).content.decode()
+    assert "platform" in listing
+
+
+def test_editing_a_member_leaves_a_history_entry_naming_the_field(
+    team_admin_client, team_admin, member
+):
+    response = team_admin_client.post(
+        reverse("admin:members_member_change", args=[member.pk]),
+        {
+            "team": member.team_id,
+            "email": member.email,
+            "name": "Alice Liddell",
+            "role": member.role_id,
+            "groups": [group.pk for group in member.groups.all()],
+            "is_active": "on",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()
+    entry = LogEntry.objects.get(user=team_admin, object_id=str(member.pk))
+    assert "Name" in entry.get_change_message()
+    history = team_admin_client.get(reverse("admin:members_member_history", args=[member.pk]))
+    assert "Name" in history.content.decode()
+
+
+def test_team_admins_cannot_hand_out_team_access(team_admin_client, team, team_admin):
+    page = team_admin_client.get(reverse("admin:members_team_change", args=[team.pk]))
+    assert page.status_code == 200
+    assert 'name="staff"' not in page.content.decode()
+    assert team_admin_client.get(reverse("admin:members_team_add")).status_code == 403
+    assert team_admin_client.get(reverse("admin:auth_user_changelist")).status_code == 403

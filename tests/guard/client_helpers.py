@@ -1,0 +1,123 @@
+"""Helpers for the guard client tests: a hand-moved clock, a transport a test can break or
+tamper with, a token signer the test controls, and polling without timing assertions."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import jwt
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from guard.tokens import jwk_thumbprint, public_jwk, unverified_claims
+
+
+class FakeClock:
+    """Seconds since the epoch, moved by hand. Starts at the real time so that tokens the
+    server signs now are valid on it."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+
+@dataclass
+class Switchboard(httpx.BaseTransport):
+    """Forwards to the real transport, and lets a test observe or break the link.
+
+    `down` makes every request fail as an unreachable host would; `fail_paths` does so for
+    paths containing one of its strings; `rewrite(request, response)` may replace a
+    response (a tampering proxy). Every request path is logged in `paths`.
+    """
+
+    inner: httpx.BaseTransport
+    down: bool = False
+    fail_paths: tuple[str, ...] = ()
+    rewrite: Callable[[httpx.Request, httpx.Response], httpx.Response] | None = None
+    paths: list[str] = field(default_factory=list)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(f"{request.method} {request.url.path}")
+        if self.down or any(part in request.url.path for part in self.fail_paths):
+            raise httpx.ConnectError("control plane unreachable", request=request)
+        response = self.inner.handle_request(request)
+        if self.rewrite is not None:
+            response.read()
+            response = self.rewrite(request, response)
+        return response
+
+    def count(self, fragment: str) -> int:
+        return sum(fragment in path for path in self.paths)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
+    """Poll until `predicate()` holds; a generous bound, never a timing assertion."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+class TestSigner:
+    """An Ed25519 key the test controls, signing tokens the way the control plane does."""
+
+    __test__ = False  # not a test class
+
+    def __init__(self) -> None:
+        self.private_key = Ed25519PrivateKey.generate()
+        public = public_jwk(self.private_key.public_key())
+        self.kid = jwk_thumbprint(public)
+        self.jwk = {**public, "kid": self.kid, "alg": "EdDSA", "use": "sig"}
+
+    def sign(self, claims: dict[str, Any], **header: Any) -> str:
+        return jwt.encode(
+            claims, self.private_key, algorithm="EdDSA", headers={"kid": self.kid, **header}
+        )
+
+
+def json_response(status: int, body: object, headers: dict[str, str] | None = None):
+    return httpx.Response(status, json=body, headers=headers or {})
+
+
+def reissuing(
+    signer: TestSigner,
+    edit: Callable[[dict[str, Any], dict[str, Any]], None],
+    *,
+    publish_key: bool = True,
+    sign: Callable[[dict[str, Any]], str] | None = None,
+    only_refresh: bool = False,
+) -> Callable[[httpx.Request, httpx.Response], httpx.Response]:
+    """A tampering proxy: every token the control plane returns is re-signed by `signer`
+    after `edit(claims, body)` changed what it liked; with `publish_key` the JWKS the guard
+    fetches also carries the signer's key, as if the attacker controlled the key set. With
+    `only_refresh`, declared tokens pass untouched and only refreshed ones are re-signed."""
+
+    def rewrite(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        path = request.url.path
+        if publish_key and path == "/v1/keys/jwks" and response.status_code == 200:
+            document = response.json()
+            document["keys"].append(signer.jwk)
+            return json_response(200, document)
+        issuing = path.endswith("/refresh") or (path == "/v1/plans" and not only_refresh)
+        if request.method == "POST" and issuing and response.status_code in (200, 201):
+            body = response.json()
+            claims = unverified_claims(body["token"])
+            edit(claims, body)
+            body["token"] = sign(claims) if sign is not None else signer.sign(claims)
+            return json_response(response.status_code, body)
+        return response
+
+    return rewrite

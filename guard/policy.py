@@ -89,7 +89,7 @@ _EFFECTS: Final = ("allow", "deny")
 
 
 def _check_effect(value: object, path: str, errors: list[FieldError]) -> None:
-    if value not in _EFFECTS or not isinstance(value, str):
+    if not isinstance(value, str) or value not in _EFFECTS:
         errors.append(FieldError(path, 'must be "allow" or "deny"'))
 
 

@@ -158,7 +158,8 @@ def jwk_thumbprint(jwk: Mapping[str, Any]) -> str:
 
     Raises ValueError for an unknown key type or a missing or non-string member.
     """
-    members = _THUMBPRINT_MEMBERS.get(jwk.get("kty"))
+    key_type = jwk.get("kty")
+    members = _THUMBPRINT_MEMBERS.get(key_type) if isinstance(key_type, str) else None
     if members is None:
         raise ValueError(f"cannot compute a thumbprint for key type {jwk.get('kty')!r}")
     required = {}
@@ -180,7 +181,9 @@ def _parse_jwk(jwk: object) -> tuple[str, Ed25519PublicKey] | None:
     if jwk.get("use", "sig") != "sig":
         return None
     algorithm = jwk.get("alg")
-    if algorithm is not None and algorithm not in ACCEPTED_ALGORITHMS:
+    if algorithm is not None and (
+        not isinstance(algorithm, str) or algorithm not in ACCEPTED_ALGORITHMS
+    ):
         return None
     key_operations = jwk.get("key_ops")
     if key_operations is not None and (
@@ -260,8 +263,12 @@ def _numeric_claim(claims: Mapping[str, Any], name: str) -> float:
     if name not in claims:
         raise TokenInvalid(f"claim {name} is missing")
     value = claims[name]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise TokenInvalid(f"claim {name} is not a number")
+    # json.loads turns 1e400 into inf; math.isfinite would overflow on a huge int, which
+    # compares fine as it is.
+    if isinstance(value, float) and not math.isfinite(value):
+        raise TokenInvalid(f"claim {name} is not a finite number")
     return value
 
 

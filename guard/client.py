@@ -364,7 +364,10 @@ class Guard:
             if report
             else None
         )
-        self._report_display_updates = report_display_updates and self._reporter is not None
+        # Only what was shown is reported: without a sink, nothing reached the user.
+        self._report_display_updates = (
+            report_display_updates and self._reporter is not None and acp_sink is not None
+        )
         self._lock = threading.Lock()  # budgets, statuses, the output flag, the plan slot
         self._declare_lock = threading.Lock()
         self._emit_lock = threading.Lock()

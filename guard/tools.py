@@ -1,0 +1,87 @@
+"""The built-in ``declare_plan`` tool, defined for the common tool-calling formats.
+
+Every definition embeds `guard.plan.plan_json_schema()`, the one plan schema, as the tool's
+parameters: the model's call arguments *are* the plan document. Hand the call to
+`Guard.handle_declare_plan(arguments)`, which declares it and returns the tool result.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from guard.plan import MAX_STEPS, plan_json_schema
+
+__all__ = [
+    "DECLARE_PLAN_DESCRIPTION",
+    "DECLARE_PLAN_TOOL",
+    "anthropic_tool",
+    "declare_plan_parameters",
+    "declare_plan_tool",
+    "mcp_tool",
+    "openai_tool",
+]
+
+DECLARE_PLAN_TOOL: Final = "declare_plan"
+
+DECLARE_PLAN_DESCRIPTION: Final = (
+    "Declare your plan before you call any other tool, and before you read any tool output."
+    " Give the goal, the e-mail of the person you act for, and every tool call you intend to"
+    f" make as steps (at most {MAX_STEPS}): the exact tool name, the arguments you will pin"
+    " with one constraint each (eq, in, glob, regex, lte or gte), how many calls it needs"
+    " (maxCalls, default 20) and whether it must run (required). A call that no step allows"
+    " is blocked. Once any tool has returned a result, no new plan can be declared in this"
+    " session, so plan everything first."
+)
+
+
+def declare_plan_parameters() -> dict[str, Any]:
+    """The tool's JSON Schema: the plan schema without the ``$schema`` marker, which some
+    tool-calling APIs refuse in a parameters object."""
+    schema = plan_json_schema()
+    schema.pop("$schema", None)
+    return schema
+
+
+def openai_tool(*, api: Literal["chat", "responses"] = "chat") -> dict[str, Any]:
+    """OpenAI-style function tool: Chat Completions (``{"type": "function", "function":
+    {...}}``) or, with ``api="responses"``, the flat Responses API form."""
+    function = {
+        "name": DECLARE_PLAN_TOOL,
+        "description": DECLARE_PLAN_DESCRIPTION,
+        "parameters": declare_plan_parameters(),
+    }
+    if api == "responses":
+        return {"type": "function", **function}
+    return {"type": "function", "function": function}
+
+
+def anthropic_tool() -> dict[str, Any]:
+    """Anthropic Messages API tool: ``{"name", "description", "input_schema"}``."""
+    return {
+        "name": DECLARE_PLAN_TOOL,
+        "description": DECLARE_PLAN_DESCRIPTION,
+        "input_schema": declare_plan_parameters(),
+    }
+
+
+def mcp_tool() -> dict[str, Any]:
+    """Model Context Protocol tool (as listed by ``tools/list``); MCP schemas are JSON
+    Schema 2020-12, so the ``$schema`` marker is kept."""
+    return {
+        "name": DECLARE_PLAN_TOOL,
+        "title": "Declare plan",
+        "description": DECLARE_PLAN_DESCRIPTION,
+        "inputSchema": plan_json_schema(),
+        "annotations": {"readOnlyHint": False, "destructiveHint": False, "openWorldHint": True},
+    }
+
+
+def declare_plan_tool(style: Literal["openai", "anthropic", "mcp"]) -> dict[str, Any]:
+    """The ``declare_plan`` tool definition in the given style."""
+    if style == "openai":
+        return openai_tool()
+    if style == "anthropic":
+        return anthropic_tool()
+    if style == "mcp":
+        return mcp_tool()
+    raise ValueError(f"unknown tool style {style!r}: use openai, anthropic or mcp")

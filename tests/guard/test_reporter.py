@@ -1,0 +1,207 @@
+"""The decision log: batches reach the real events endpoint, off the call path; an
+unreachable or refusing control plane costs dropped (and counted) events, never a call."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from typing import Any
+
+import rfc8785
+
+from guard.controlplane import ControlPlaneClient, ControlPlaneError
+from guard.decisions import Decision
+from guard.reporter import DecisionReporter, args_digest
+from plans.models import PlanDisplayUpdate, PlanEvent
+from tests.conftest import plan_document
+
+from .client_helpers import wait_until
+
+REPO = {"repo": "acme/public-app"}
+PLAN = plan_document(
+    steps=[
+        {"tool": "github_list_issues", "args": {"repo": {"eq": "acme/public-app"}}, "maxCalls": 1},
+        {"tool": "github_get_issue"},
+    ]
+)
+
+
+def digest(args: dict[str, Any]) -> str:
+    return hashlib.sha256(rfc8785.dumps(args)).hexdigest()
+
+
+def test_decisions_and_display_updates_arrive_at_the_events_endpoint(live_guard):
+    shown: list[dict[str, Any]] = []
+    guard = live_guard(acp_sink=shown.append)
+    declared = guard.declare(PLAN)
+    calls = [
+        ("github_list_issues", {**REPO, "state": "open"}),  # allowed, step 0
+        ("github_list_issues", REPO),  # max_calls_exceeded
+        ("github_get_issue", {"repo": "evil/app"}),  # policy_denied
+        ("send_email", {"to": "x@evil.example"}),  # not_in_plan
+        ("github_get_issue", {"repo": "acme/app", "blob": b"\x00"}),  # allowed, not JSON
+        (["not", "a", "name"], {}),  # invalid_arguments
+    ]
+    decisions = [guard.check(tool, args) for tool, args in calls]
+    guard.close()
+
+    events = list(PlanEvent.objects.filter(plan_id=declared.plan_id).order_by("id"))
+    assert [(e.tool, e.decision, e.step) for e in events] == [
+        ("github_list_issues", "allowed", 0),
+        ("github_list_issues", "max_calls_exceeded", 0),
+        ("github_get_issue", "policy_denied", 1),
+        ("send_email", "not_in_plan", None),
+        ("github_get_issue", "allowed", 1),
+        ("['not', 'a', 'name']", "invalid_arguments", None),
+    ]
+    assert [e.decision for e in events] == [d.code.value for d in decisions]
+    assert events[0].args_digest == digest({**REPO, "state": "open"})
+    assert events[3].args_digest == digest({"to": "x@evil.example"})
+    assert events[4].args_digest == ""  # arguments that are not JSON have no digest
+    assert events[0].reason == ""
+    assert "no step of the plan calls send_email" in events[3].reason
+    assert all(event.args is None for event in events)  # the team keeps digests only
+    stored = list(
+        PlanDisplayUpdate.objects.filter(plan_id=declared.plan_id)
+        .order_by("id")
+        .values_list("message", flat=True)
+    )
+    assert stored == [message["params"] for message in shown]
+    assert stored[-1]["update"]["sessionUpdate"] == "plan_removed"
+    stats = guard.reporter_stats()
+    assert (stats.sent, stats.dropped, stats.queued) == (len(events) + len(stored), 0, 0)
+
+
+def test_arguments_themselves_are_reported_when_the_team_asks(live_guard, team):
+    team.log_call_arguments = True
+    team.save(update_fields=["log_call_arguments"])
+    guard = live_guard()
+    declared = guard.declare(PLAN)
+
+    guard.check("github_get_issue", {"repo": "acme/app", "number": 7})
+    guard.check("github_get_issue", {"repo": "acme/app", "blob": b"\x00"})
+    guard.flush()
+
+    assert declared.report_arguments is True
+    assert list(
+        PlanEvent.objects.filter(plan_id=declared.plan_id).order_by("id").values_list("args")
+    ) == [({"repo": "acme/app", "number": 7},), (None,)]
+
+
+def test_an_unreachable_events_endpoint_drops_and_counts_without_blocking(make_guard, switchboard):
+    switchboard.fail_paths = ("/events",)
+    guard = make_guard(report=True, report_interval=0.01, report_batch_size=50)
+    guard.declare(plan_document(steps=[{"tool": "github_get_issue", "maxCalls": 1000}]))
+
+    decisions = [guard.check("github_get_issue", {"repo": "acme/app", "n": n}) for n in range(120)]
+    drained = guard.flush()
+
+    assert all(decision.allowed for decision in decisions)
+    assert drained
+    stats = guard.reporter_stats()
+    assert (stats.sent, stats.dropped, stats.queued) == (0, 120, 0)
+    assert stats.failed_batches >= 3  # batches of at most 50
+    assert PlanEvent.objects.count() == 0
+
+
+def test_recording_never_waits_for_a_hanging_control_plane():
+    release = threading.Event()
+    posting = threading.Event()
+
+    def hanging_post(plan_id: str, batch: dict) -> None:
+        posting.set()
+        release.wait()
+
+    reporter = DecisionReporter(hanging_post, max_queue=100, batch_size=10, interval=0.01)
+    reporter.record("p", 0.0, "t", "allowed", 0, "", {}, False)
+    assert posting.wait(30)  # the reporter thread is now stuck in the network
+
+    recorder = threading.Thread(
+        target=lambda: [
+            reporter.record("p", 0.0, "t", "allowed", 0, "", {"n": n}, False) for n in range(5000)
+        ]
+    )
+    recorder.start()
+    recorder.join(60)
+    finished_while_hanging = not recorder.is_alive()
+    during = reporter.stats()
+    release.set()
+    reporter.close()
+    after = reporter.stats()
+
+    assert finished_while_hanging
+    assert during.queued == 100
+    assert during.dropped == 5001 - 1 - 100
+    assert after.sent + after.dropped == 5001
+    assert after.queued == 0
+
+
+def test_batches_respect_the_endpoints_limits_and_group_by_plan():
+    batches: list[tuple[str, dict]] = []
+    reporter = DecisionReporter(
+        lambda plan_id, batch: batches.append((plan_id, batch)), batch_size=500, interval=60
+    )
+    for n in range(1200):
+        reporter.record("p1" if n % 3 else "p2", 1_800_000_000.5, "t", "allowed", 0, "", {}, False)
+    for n in range(120):
+        reporter.display("p1", 1_800_000_000.0, {"sessionId": "s", "update": {"n": n}})
+
+    assert reporter.flush()
+    reporter.close()
+
+    assert all(len(batch.get("events", [])) <= 500 for _, batch in batches)
+    assert all(len(batch.get("displayUpdates", [])) <= 50 for _, batch in batches)
+    assert sum(len(b.get("events", [])) for plan, b in batches if plan == "p2") == 400
+    assert sum(len(b.get("displayUpdates", [])) for _, b in batches) == 120
+    event = batches[0][1]["events"][0]
+    assert event == {
+        "at": "2027-01-15T08:00:00.500000Z",
+        "tool": "t",
+        "decision": "allowed",
+        "step": 0,
+        "argsDigest": digest({}),
+    }
+    assert reporter.stats().sent == 1320
+
+
+def test_another_agents_plan_is_not_found_and_nothing_is_stored(
+    live_guard, live_server, other_agent
+):
+    guard = live_guard()
+    declared = guard.declare(PLAN)
+    intruder = ControlPlaneClient(live_server.url, other_agent.api_key)
+    reporter = DecisionReporter(intruder.post_events, interval=0.01)
+
+    try:
+        intruder.post_events(
+            declared.plan_id,
+            {"events": [{"at": "2026-01-01T00:00:00Z", "tool": "t", "decision": "not_in_plan"}]},
+        )
+    except ControlPlaneError as error:
+        refused = error
+    for _ in range(3):
+        reporter.record(
+            declared.plan_id, 0.0, "t", Decision.NOT_IN_PLAN.value, None, "x", {}, False
+        )
+    reporter.close()
+    intruder.close()
+
+    assert (refused.status, refused.code) == (404, "plan_not_found")
+    assert reporter.stats().dropped == 3
+    assert reporter.stats().failed_batches == 1
+    assert PlanEvent.objects.filter(plan_id=declared.plan_id).count() == 0
+
+
+def test_args_digest_is_the_rfc8785_sha256():
+    args = {"b": [1, 2.0, "é"], "a": {"z": None, "y": True}}
+
+    assert args_digest(args) == hashlib.sha256(rfc8785.dumps(args)).hexdigest()
+    assert args_digest({"x": float("nan")}) is None
+    assert args_digest({"x": object()}) is None
+
+
+def test_the_decision_log_thread_starts_with_the_first_event(make_guard):
+    guard = make_guard(report=True)
+
+    assert guard.check("github_get_issue", REPO).code == Decision.NO_PLAN
+    assert wait_until(lambda: guard.reporter_stats().queued == 0)

@@ -13,6 +13,7 @@ loaded while the app registry is still being populated.
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterable
 from typing import Any
@@ -26,6 +27,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import url_has_allowed_host_and_scheme
 
@@ -309,3 +311,61 @@ class TextInputFilter(admin.SimpleListFilter):
             ],
             "clear_url": changelist.get_query_string(remove=[self.parameter_name]),
         }
+
+
+def datetime_column(field_name: str, description: str):
+    """A list column showing a date-time as ``2026-11-30 09:13`` (UTC), full value on hover:
+    Django's default ("Nov. 30, 2026, 9:13 a.m.") makes wide tables wider."""
+
+    @admin.display(description=description, ordering=field_name)
+    def column(self, obj) -> str:
+        value = getattr(obj, field_name)
+        if value is None:
+            return "—"
+        local = timezone.localtime(value)
+        return format_html(
+            '<span title="{}" style="white-space: nowrap">{}</span>',
+            local.isoformat(),
+            local.strftime("%Y-%m-%d %H:%M"),
+        )
+
+    return column
+
+
+def readable_json(value: object, *, width: int = 100, indent: int = 2) -> str:
+    """JSON for people: a value that fits on its line stays on one line, longer ones are
+    broken one member per line. ``{"tools": ["github_*"]}`` stays whole instead of taking
+    three lines. Still valid JSON, key order kept."""
+
+    def render(item: object, level: int, used: int) -> str:
+        compact = json.dumps(item, ensure_ascii=False, separators=(", ", ": "))
+        if (
+            not isinstance(item, dict | list)
+            or not item
+            or level * indent + used + len(compact) <= width
+        ):
+            return compact
+        inner = " " * ((level + 1) * indent)
+        if isinstance(item, dict):
+            members = []
+            for key, member in item.items():
+                label = json.dumps(str(key), ensure_ascii=False) + ": "
+                members.append(inner + label + render(member, level + 1, len(label)))
+            opening, closing = "{", "}"
+        elif all(not isinstance(member, dict | list) for member in item):
+            # A long list of scalars: as many to a line as fit.
+            lines: list[list[str]] = [[]]
+            for member in item:
+                text = json.dumps(member, ensure_ascii=False)
+                current = lines[-1]
+                if current and len(inner) + len(", ".join([*current, text])) + 1 > width:
+                    lines.append([])
+                lines[-1].append(text)
+            members = [inner + ", ".join(line) for line in lines]
+            opening, closing = "[", "]"
+        else:
+            members = [inner + render(member, level + 1, 0) for member in item]
+            opening, closing = "[", "]"
+        return opening + "\n" + ",\n".join(members) + "\n" + " " * (level * indent) + closing
+
+    return render(value, 0, 0)

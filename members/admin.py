@@ -25,6 +25,7 @@ from controlplane.admin_base import (
     PlangateModelAdmin,
     admin_link,
     confirm_action,
+    datetime_column,
     redirect_after_action,
 )
 from policies.selectors import policy_active_version
@@ -151,7 +152,7 @@ class MemberForm(TeamConsistencyForm):
 class MemberAdmin(PlangateModelAdmin):
     team_path = "team"
     form = MemberForm
-    list_display = ["email", "name", "team", "role", "group_list", "is_active", "created_at"]
+    list_display = ["email", "name", "team", "role", "group_list", "is_active", "created"]
     list_filter = [
         ("role", admin.RelatedOnlyFieldListFilter),
         ("groups", admin.RelatedOnlyFieldListFilter),
@@ -164,6 +165,7 @@ class MemberAdmin(PlangateModelAdmin):
     readonly_fields = ["created_at", "plans_link"]
     actions = ["disable_members"]
     show_full_result_count = False
+    created = datetime_column("created_at", "created")
 
     def get_queryset(self, request):
         return super().get_queryset(request).prefetch_related("groups")
@@ -260,8 +262,11 @@ class ApiKeyInline(admin.TabularInline):
     model = ApiKey
     extra = 0
     can_delete = False
-    fields = ["prefix", "name", "created_at", "last_used_at", "expires_at", "state", "revoke"]
+    fields = ["prefix", "name", "created", "last_used", "expires", "state", "revoke"]
     readonly_fields = fields
+    created = datetime_column("created_at", "created")
+    last_used = datetime_column("last_used_at", "last used")
+    expires = datetime_column("expires_at", "expires")
     ordering = ["-created_at"]
     verbose_name_plural = "API keys (the secret is shown once, when created)"
 
@@ -331,7 +336,7 @@ class AgentAdmin(PlangateModelAdmin):
         "active_version",
         "is_active",
         "key_count",
-        "created_at",
+        "created",
     ]
     list_filter = [
         "is_active",
@@ -343,6 +348,7 @@ class AgentAdmin(PlangateModelAdmin):
     autocomplete_fields = ["policy"]
     inlines = [ApiKeyInline]
     ordering = ["team", "name"]
+    created = datetime_column("created_at", "created")
     actions = ["create_api_key"]
     change_form_template = "admin/members/agent/change_form.html"
 
@@ -491,10 +497,10 @@ class ApiKeyAdmin(PlangateModelAdmin):
         "prefix",
         "name",
         "agent",
-        "created_at",
-        "last_used_at",
-        "expires_at",
-        "revoked_at",
+        "created",
+        "last_used",
+        "expires",
+        "revoked",
         "state",
     ]
     list_filter = [ApiKeyStateFilter, ("agent", admin.RelatedOnlyFieldListFilter)]
@@ -504,6 +510,10 @@ class ApiKeyAdmin(PlangateModelAdmin):
     readonly_fields = fields
     actions = ["revoke_api_keys"]
     object_actions = {"revoke_api_keys": "Revoke this key"}
+    created = datetime_column("created_at", "created")
+    last_used = datetime_column("last_used_at", "last used")
+    expires = datetime_column("expires_at", "expires")
+    revoked = datetime_column("revoked_at", "revoked")
 
     def has_add_permission(self, request) -> bool:
         return False  # only through the agent's "Create API key", which shows it once

@@ -23,6 +23,7 @@ from controlplane.admin_base import (
     TextInputFilter,
     admin_link,
     confirm_action,
+    datetime_column,
     redirect_after_action,
 )
 from controlplane.problems import DomainError
@@ -71,17 +72,16 @@ def _version_link(version) -> str:
 class PlanAdmin(ReadOnlyAdmin):
     team_path = "team"
     list_display = [
-        "goal_short",
+        "goal_and_id",
         "member_email",
         "agent",
         "status_shown",
-        "created_at",
-        "expires_at",
+        "issued",
+        "expires",
         "policy_version_link",
         "team",
-        "id",
     ]
-    list_display_links = ["goal_short"]
+    list_display_links = ["goal_and_id"]
     list_filter = [
         "status",
         ("agent", admin.RelatedOnlyFieldListFilter),
@@ -97,13 +97,19 @@ class PlanAdmin(ReadOnlyAdmin):
     actions = ["revoke_plans"]
     object_actions = {"revoke_plans": "Revoke plan"}
     change_form_template = "admin/plans/plan/change_form.html"
+    issued = datetime_column("created_at", "issued")
+    expires = datetime_column("expires_at", "expires")
 
     def changelist_view(self, request, extra_context=None):
         return super().changelist_view(request, {"title": "Issued plans", **(extra_context or {})})
 
     @admin.display(description="goal", ordering="goal")
-    def goal_short(self, plan: Plan) -> str:
-        return Truncator(plan.goal).chars(80)
+    def goal_and_id(self, plan: Plan) -> str:
+        return format_html(
+            '{}<br><code class="plangate-mono plangate-quiet">{}</code>',
+            Truncator(plan.goal).chars(90),
+            plan.pk,
+        )
 
     @admin.display(description="member", ordering="member__email")
     def member_email(self, plan: Plan) -> str:
@@ -201,11 +207,11 @@ class PlanTokenAdmin(ReadOnlyAdmin):
 
     team_path = "plan__team"
     list_display = [
-        "issued_at",
+        "issued",
         "plan_link",
         "kind",
         "kid_short",
-        "expires_at",
+        "expires",
         "policy_version_link",
         "role",
         "group_list",
@@ -225,6 +231,8 @@ class PlanTokenAdmin(ReadOnlyAdmin):
     ]
     readonly_fields = fields
     show_full_result_count = False
+    issued = datetime_column("issued_at", "issued (iat)")
+    expires = datetime_column("expires_at", "expires (exp)")
 
     @admin.display(description="plan", ordering="plan")
     def plan_link(self, token: PlanToken) -> str:
@@ -248,7 +256,7 @@ class PlanEventAdmin(ReadOnlyAdmin):
     """What the guards reported deciding, call by call."""
 
     team_path = "plan__team"
-    list_display = ["occurred_at", "plan_link", "tool", "decision", "step", "reason"]
+    list_display = ["occurred", "plan_link", "tool", "decision", "step", "reason"]
     list_filter = ["decision", ("occurred_at", admin.DateFieldListFilter)]
     search_fields = ["=plan__id", "tool"]
     list_select_related = ["plan"]
@@ -265,6 +273,7 @@ class PlanEventAdmin(ReadOnlyAdmin):
     ]
     readonly_fields = fields
     show_full_result_count = False
+    occurred = datetime_column("occurred_at", "when")
 
     @admin.display(description="plan", ordering="plan")
     def plan_link(self, event: PlanEvent) -> str:
@@ -276,7 +285,7 @@ class SigningKeyAdmin(ReadOnlyAdmin):
     """Keys are shared by every team. The private half never leaves the database."""
 
     team_path = None
-    list_display = ["kid", "state_shown", "created_at", "activated_at", "retired_at", "revoked_at"]
+    list_display = ["kid", "state_shown", "created", "activated", "retired", "revoked"]
     list_filter = ["state"]
     search_fields = ["=kid"]
     fields = [
@@ -292,6 +301,10 @@ class SigningKeyAdmin(ReadOnlyAdmin):
     actions = ["revoke_signing_keys"]
     object_actions = {"revoke_signing_keys": "Revoke this key"}
     change_list_template = "admin/plans/signingkey/change_list.html"
+    created = datetime_column("created_at", "created")
+    activated = datetime_column("activated_at", "activated")
+    retired = datetime_column("retired_at", "retired")
+    revoked = datetime_column("revoked_at", "revoked")
 
     def has_manage_permission(self, request: HttpRequest, obj=None) -> bool:
         return request.user.has_perm("plans.change_signingkey")
@@ -302,7 +315,10 @@ class SigningKeyAdmin(ReadOnlyAdmin):
     @admin.display(description="state", ordering="state")
     def state_shown(self, key: SigningKey) -> str:
         return format_html(
-            '<span class="plangate-badge {}">{}</span>', key.state, key.get_state_display()
+            '<span class="plangate-badge {}" title="{}">{}</span>',
+            key.state,
+            key.get_state_display(),
+            key.state,
         )
 
     def changelist_view(self, request, extra_context=None):

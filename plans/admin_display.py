@@ -16,6 +16,7 @@ from django.db.models import Count
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from controlplane.admin_base import readable_json
 from guard.decisions import Decision
 from guard.plan import DEFAULT_MAX_CALLS
 
@@ -44,7 +45,7 @@ def compact_json(value: object) -> str:
 
 def pretty_json(value: object) -> str:
     try:
-        return json.dumps(value, indent=2, ensure_ascii=False)
+        return readable_json(value)
     except (TypeError, ValueError):
         return repr(value)
 

@@ -22,6 +22,8 @@ from controlplane.admin_base import (
     PlangateModelAdmin,
     admin_link,
     admin_links,
+    datetime_column,
+    readable_json,
 )
 from controlplane.problems import DomainError
 from members.models import Agent
@@ -38,16 +40,12 @@ STARTER_DOCUMENT = {
 MAX_ERRORS_SHOWN = 50
 
 
-def pretty_json(document: object, *, sort_keys: bool = False) -> str:
-    return json.dumps(document, indent=2, ensure_ascii=False, sort_keys=sort_keys)
-
-
 def document_diff_html(old: object, new: object, *, old_label: str, new_label: str) -> str:
-    """A unified diff of two JSON documents, pretty-printed with sorted keys so that only
-    real changes show; every line escaped."""
+    """A unified diff of two JSON documents as people read them (a short rule on one line),
+    every line escaped."""
     lines = difflib.unified_diff(
-        pretty_json(old, sort_keys=True).splitlines(),
-        pretty_json(new, sort_keys=True).splitlines(),
+        readable_json(old).splitlines(),
+        readable_json(new).splitlines(),
         fromfile=old_label,
         tofile=new_label,
         lineterm="",
@@ -94,7 +92,7 @@ class PolicyForm(forms.ModelForm):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         current = policy_active_version(policy=self.instance) if self.instance.pk else None
-        self.fields["document"].initial = pretty_json(
+        self.fields["document"].initial = readable_json(
             current.document if current else STARTER_DOCUMENT
         )
         self.parsed_document: object = None
@@ -271,7 +269,7 @@ class PolicyVersionAdmin(PlangateModelAdmin):
         "short_hash",
         "comment",
         "created_by",
-        "created_at",
+        "published",
     ]
     list_filter = [("policy", admin.RelatedOnlyFieldListFilter), "created_at"]
     search_fields = ["policy__slug", "=hash", "comment", "created_by"]
@@ -289,6 +287,7 @@ class PolicyVersionAdmin(PlangateModelAdmin):
     ]
     readonly_fields = fields
     show_full_result_count = False
+    published = datetime_column("created_at", "published")
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -346,4 +345,4 @@ class PolicyVersionAdmin(PlangateModelAdmin):
 
     @admin.display(description="document")
     def document_pretty(self, version: PolicyVersion) -> str:
-        return format_html('<pre class="plangate-pre">{}</pre>', pretty_json(version.document))
+        return format_html('<pre class="plangate-pre">{}</pre>', readable_json(version.document))

@@ -49,14 +49,9 @@ def _codenames(team_admin: bool) -> set[tuple[str, str]]:
     return wanted
 
 
-def create_groups(apps, schema_editor):
-    # Permissions are normally created after the whole migrate run; create them now.
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
+def grant(Group, Permission) -> None:
+    """Create the two groups, or top them up, with their permissions. Also callable with
+    the real models (tests recreate the groups after a transactional test's flush)."""
     for name, team_admin in ((TEAM_ADMINS, True), (AUDITORS, False)):
         wanted = _codenames(team_admin)
         permissions = [
@@ -71,6 +66,15 @@ def create_groups(apps, schema_editor):
             raise RuntimeError(f"permissions not found: {sorted(missing)}")
         group, _ = Group.objects.get_or_create(name=name)
         group.permissions.add(*permissions)
+
+
+def create_groups(apps, schema_editor):
+    # Permissions are normally created after the whole migrate run; create them now.
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True
+        create_permissions(app_config, apps=apps, verbosity=0)
+        app_config.models_module = None
+    grant(apps.get_model("auth", "Group"), apps.get_model("auth", "Permission"))
 
 
 def remove_groups(apps, schema_editor):

@@ -4,8 +4,10 @@ by the data migration, and Team.staff."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
 from members.models import Team
@@ -16,6 +18,17 @@ from tests.conftest import plan_document
 TEAM_ADMINS = "Team admins"
 AUDITORS = "Auditors"
 PASSWORD = "correct horse battery staple"
+
+
+def ensure_admin_groups() -> None:
+    """The groups come from a data migration; a transactional test's flush removes them
+    for the tests that follow, so put them back with the migration's own function."""
+    importlib.import_module("members.migrations.0003_admin_groups").grant(Group, Permission)
+
+
+@pytest.fixture(autouse=True)
+def admin_groups(db) -> None:
+    ensure_admin_groups()
 
 
 def make_staff(username: str, *, group: str | None, teams: list[Team]) -> User:

@@ -12,7 +12,7 @@ from django.contrib.admin.utils import quote, unquote
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Q, Subquery
 from django.http import Http404, HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -28,7 +28,7 @@ from controlplane.admin_base import (
     datetime_column,
     redirect_after_action,
 )
-from policies.selectors import policy_active_version
+from policies.models import PolicyVersion
 
 from .models import Agent, ApiKey, Group, Member, Role, Team
 from .services import api_key_create, api_key_revoke, member_disable
@@ -353,10 +353,13 @@ class AgentAdmin(PlangateModelAdmin):
     change_form_template = "admin/members/agent/change_form.html"
 
     def get_queryset(self, request):
+        latest = PolicyVersion.objects.filter(policy=OuterRef("policy_id")).order_by("-number")
         return (
             super()
             .get_queryset(request)
             .annotate(
+                active_version_number=Subquery(latest.values("number")[:1]),
+                active_version_id=Subquery(latest.values("pk")[:1]),
                 usable_keys=Count(
                     "api_keys",
                     filter=Q(api_keys__revoked_at__isnull=True)
@@ -364,7 +367,7 @@ class AgentAdmin(PlangateModelAdmin):
                         Q(api_keys__expires_at__isnull=True)
                         | Q(api_keys__expires_at__gt=timezone.now())
                     ),
-                )
+                ),
             )
         )
 
@@ -377,8 +380,10 @@ class AgentAdmin(PlangateModelAdmin):
 
     @admin.display(description="active policy version")
     def active_version(self, agent: Agent) -> str:
-        version = policy_active_version(policy=agent.policy_id)
-        return admin_link(version, f"v{version.number}") if version else "none published"
+        if agent.active_version_id is None:
+            return "none published"
+        url = reverse("admin:policies_policyversion_change", args=[agent.active_version_id])
+        return format_html('<a href="{}">v{}</a>', url, agent.active_version_number)
 
     @admin.display(description="usable keys", ordering="usable_keys")
     def key_count(self, agent: Agent) -> int:

@@ -1,0 +1,62 @@
+"""Big tables stay fast: a list page costs the same number of queries for 1 row as for 20."""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from members.services import api_key_create, member_upsert
+from plans.models import PlanDisplayUpdate, PlanEvent
+from plans.services import plan_issue
+from policies.services import policy_set
+from tests.conftest import POLICY, make_agent, plan_document
+
+
+def queries_for(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return len(captured)
+
+
+def grow(team, agent, index: int) -> None:
+    email = f"person{index}@acme.dev"
+    member_upsert(team=team, email=email, role=f"role{index % 3}", groups=["a", f"g{index}"])
+    issued = plan_issue(agent=agent.agent, document=plan_document(user=email))
+    PlanEvent.objects.create(
+        plan=issued.plan,
+        occurred_at=issued.issued_at,
+        tool="github_get_issue",
+        decision="allowed",
+        step=1,
+    )
+    PlanDisplayUpdate.objects.create(
+        plan=issued.plan, message={"update": {"sessionUpdate": "plan"}}
+    )
+    extra = make_agent(
+        team, f"agent{index}", policy_set(team=team, slug=f"p{index}", document=POLICY)
+    )
+    api_key_create(agent=extra.agent)
+
+
+LISTS = [
+    "admin:members_member_changelist",
+    "admin:members_agent_changelist",
+    "admin:members_apikey_changelist",
+    "admin:members_role_changelist",
+    "admin:members_group_changelist",
+    "admin:policies_policy_changelist",
+    "admin:policies_policyversion_changelist",
+    "admin:plans_plan_changelist",
+    "admin:plans_plantoken_changelist",
+    "admin:plans_planevent_changelist",
+]
+
+
+def test_list_pages_do_not_query_per_row(team_admin_client, team, agent):
+    grow(team, agent, 0)
+    few = {name: queries_for(team_admin_client, reverse(name)) for name in LISTS}
+    for index in range(1, 20):
+        grow(team, agent, index)
+    many = {name: queries_for(team_admin_client, reverse(name)) for name in LISTS}
+    assert many == few

@@ -85,18 +85,40 @@ class PolicyForm(forms.ModelForm):
         widget=forms.TextInput(attrs={"size": 80}),
     )
 
+    # The version the editor started from: saving over a version published meanwhile
+    # (another admin, `set_policy`) would silently drop that change.
+    base_version = forms.IntegerField(required=False, widget=forms.HiddenInput)
+
     class Meta:
         model = Policy
         fields = ["team", "slug", "description"]
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        current = policy_active_version(policy=self.instance) if self.instance.pk else None
+        self.current = policy_active_version(policy=self.instance) if self.instance.pk else None
         self.fields["document"].initial = readable_json(
-            current.document if current else STARTER_DOCUMENT
+            self.current.document if self.current else STARTER_DOCUMENT
         )
+        self.fields["base_version"].initial = self.current.number if self.current else None
         self.parsed_document: object = None
         self.published_version: PolicyVersion | None = None
+
+    def clean(self):
+        cleaned = super().clean()
+        base = cleaned.get("base_version")
+        if self.current is not None and base != self.current.number:
+            # Said once: the form now carries the newer number, so saving again publishes
+            # over that version knowingly.
+            self.data = self.data.copy()
+            self.data[self.add_prefix("base_version")] = str(self.current.number)
+            by = f" by {self.current.created_by}" if self.current.created_by else ""
+            self.add_error(
+                "document",
+                f"Version {self.current.number} was published{by} while you were editing. "
+                "Compare it with your text (see the version history), then save again to "
+                "publish yours after it.",
+            )
+        return cleaned
 
     def clean_document(self) -> str:
         text = self.cleaned_data["document"]
@@ -155,7 +177,7 @@ class PolicyAdmin(PlangateModelAdmin):
             (None, {"fields": ["team", "slug", "description", "current_version", "agents_using"]}),
             (
                 "Document: saving publishes the next version",
-                {"fields": ["document", "comment"]},
+                {"fields": ["document", "comment", "base_version"]},
             ),
             ("Version history", {"fields": ["version_history"]}),
         ]

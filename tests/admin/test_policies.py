@@ -19,6 +19,7 @@ def edit(client, policy, document, **extra):
         "description": policy.description,
         "document": document if isinstance(document, str) else json.dumps(document),
         "comment": "",
+        "base_version": policy.versions.order_by("-number").first().number,
         **extra,
     }
     return client.post(reverse("admin:policies_policy_change", args=[policy.pk]), data)
@@ -136,3 +137,22 @@ def test_policies_cannot_be_deleted_in_the_admin(superuser_client, agent):
     policy = agent.agent.policy
     url = reverse("admin:policies_policy_delete", args=[policy.pk])
     assert superuser_client.post(url, {"post": "yes"}).status_code == 403
+
+
+def test_a_version_published_meanwhile_is_not_silently_overwritten(team_admin_client, agent, team):
+    policy = agent.agent.policy
+    page = team_admin_client.get(reverse("admin:policies_policy_change", args=[policy.pk]))
+    assert 'name="base_version" value="1"' in page.content.decode()
+    policy_set(team=team, slug="default", document={**POLICY, "default": "allow"}, created_by="cli")
+
+    stale = edit(team_admin_client, policy, tightened(), base_version=1)
+
+    assert stale.status_code == 200
+    html = stale.content.decode()
+    assert "Version 2 was published by cli while you were editing" in html
+    assert 'name="base_version" value="2"' in html
+    assert policy.versions.count() == 2
+
+    again = edit(team_admin_client, policy, tightened(), base_version=2)
+    assert again.status_code == 302
+    assert policy.versions.order_by("-number").first().number == 3

@@ -166,6 +166,21 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=120)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=100)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# A separate queue name lets several deployments (or test runs) share one Redis.
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
+# Rotation ticks never expire: one queued while the worker was down runs when it is back
+# (later duplicates are skipped by the rotation itself). Sweeps are cheap to skip.
+CELERY_BEAT_SCHEDULE = {
+    "rotate-signing-keys": {
+        "task": "plans.tasks.rotate_signing_keys",
+        "schedule": KEY_ROTATION_SECONDS,
+    },
+    "expire-plans": {
+        "task": "plans.tasks.expire_plans",
+        "schedule": PLAN_EXPIRY_SWEEP_SECONDS,
+        "options": {"expires": max(1, PLAN_EXPIRY_SWEEP_SECONDS)},
+    },
+}
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {

@@ -1,0 +1,71 @@
+"""Celery tasks: thin doors into the key and plan services, run by beat (see settings).
+
+Both are idempotent, so a retried or duplicated run is harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.db import DatabaseError
+
+from .keys import EncryptionKeyError, signing_key_rotate
+from .models import SigningKey
+from .services import plans_expire
+
+logger = logging.getLogger(__name__)
+
+
+def _active_kid() -> str:
+    """The active kid for a failure message; the database may be what failed."""
+    try:
+        kid = (
+            SigningKey.objects.filter(state=SigningKey.State.ACTIVE)
+            .values_list("kid", flat=True)
+            .first()
+        )
+    except DatabaseError:
+        return "unknown (database unavailable)"
+    return kid or "none"
+
+
+@shared_task(
+    name="plans.tasks.rotate_signing_keys",
+    soft_time_limit=60,
+    time_limit=90,
+    autoretry_for=(DatabaseError,),
+    retry_backoff=5,
+    max_retries=5,
+)
+def rotate_signing_keys() -> dict:
+    """Scheduled rotation: skipped when the last rotation is recent (a duplicate tick)."""
+    try:
+        result = signing_key_rotate()
+    except EncryptionKeyError as exc:
+        # The message names the kid that cannot be decrypted; retrying will not fix it.
+        logger.error("signing-key rotation refused: %s", exc)
+        raise
+    except Exception:
+        logger.exception("signing-key rotation failed; active key %s", _active_kid())
+        raise
+    return {
+        "outcome": result.outcome,
+        "retired": result.retired,
+        "activated": result.activated,
+        "created": result.created,
+        "removed": list(result.removed),
+    }
+
+
+@shared_task(name="plans.tasks.expire_plans", soft_time_limit=60, time_limit=90)
+def expire_plans() -> int:
+    """Mark active plans past their absolute lifetime as expired."""
+    try:
+        count = plans_expire()
+    except Exception:
+        logger.exception("marking expired plans failed")
+        raise
+    if count:
+        logger.info("marked %d plan(s) expired", count)
+    return count

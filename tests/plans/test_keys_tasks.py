@@ -1,0 +1,77 @@
+"""Celery tasks and the beat schedule that drives them (run eagerly here; a real worker and
+beat run in tests/integration/test_key_rotation_processes.py)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+from django.utils import timezone
+
+from controlplane.celery import app
+from plans.keys import RotationResult, signing_keys_bootstrap
+from plans.models import Plan
+from plans.tasks import expire_plans, rotate_signing_keys
+from tests.conftest import plan_document
+
+from .keys_helpers import OTHER_ENCRYPTION_KEY, age_keys, kid_in, snapshot
+
+DAY = 86400
+
+
+def test_beat_rotates_keys_every_key_rotation_seconds_and_sweeps_expired_plans():
+    schedule = app.conf.beat_schedule
+
+    tasks = {entry["task"]: entry["schedule"] for entry in schedule.values()}
+    assert tasks == {
+        "plans.tasks.rotate_signing_keys": settings.KEY_ROTATION_SECONDS,
+        "plans.tasks.expire_plans": settings.PLAN_EXPIRY_SWEEP_SECONDS,
+    }
+    assert set(tasks) <= set(app.tasks)
+
+
+def test_the_tasks_have_time_limits():
+    for task in (rotate_signing_keys, expire_plans):
+        assert 0 < task.soft_time_limit < task.time_limit
+
+
+@pytest.mark.django_db
+def test_the_rotation_task_rotates_once_and_a_duplicate_tick_does_nothing():
+    signing_keys_bootstrap()
+    age_keys(DAY)
+    old_active, old_next = kid_in("active"), kid_in("next")
+
+    first = rotate_signing_keys.apply().get()
+    before = snapshot()
+    duplicate = rotate_signing_keys.apply().get()
+
+    assert first["outcome"] == RotationResult.ROTATED
+    assert (first["retired"], first["activated"]) == (old_active, old_next)
+    assert duplicate["outcome"] == RotationResult.RECENTLY_ROTATED
+    assert snapshot() == before
+
+
+@pytest.mark.django_db
+def test_a_refused_rotation_is_logged_with_the_kid(caplog):
+    signing_keys_bootstrap()
+    age_keys(DAY)
+    before = snapshot()
+
+    with override_settings(KEY_ENCRYPTION_KEY=OTHER_ENCRYPTION_KEY):
+        result = rotate_signing_keys.apply()
+
+    assert result.failed()
+    assert f"signing-key rotation refused: signing key {kid_in('next')}" in caplog.text
+    assert snapshot() == before
+
+
+def test_the_expiry_task_marks_plans_past_their_lifetime(agent):
+    response = agent.client.post("/v1/plans", {"plan": plan_document()}, format="json")
+    plan_id = response.json()["id"]
+    Plan.objects.filter(pk=plan_id).update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    assert expire_plans.apply().get() == 1
+    assert Plan.objects.get(pk=plan_id).status == Plan.Status.EXPIRED
+    assert expire_plans.apply().get() == 0

@@ -1,0 +1,32 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from controlplane.problems import DomainError
+from plans.keys import signing_key_revoke
+from plans.models import SigningKey
+
+
+class Command(BaseCommand):
+    help = (
+        "Revoke a signing key at once: it leaves JWKS, its tokens stop verifying and "
+        "refreshing; if it was signing, the next key (or a fresh one) signs at once."
+    )
+    # The emergency door must open even when KEY_ENCRYPTION_KEY is wrong or missing,
+    # which the system checks would refuse.
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("kid", help="the key id, as `list_keys` prints it")
+
+    def handle(self, *args, kid: str, **options) -> None:
+        try:
+            key = signing_key_revoke(kid=kid)
+        except DomainError as exc:
+            raise CommandError(exc.detail) from exc
+        active = SigningKey.objects.filter(state=SigningKey.State.ACTIVE).first()
+        self.stdout.write(f"revoked {key.kid} at {key.revoked_at:%Y-%m-%dT%H:%M:%SZ}")
+        if active is None:
+            raise CommandError(
+                "no key signs now: KEY_ENCRYPTION_KEY cannot decrypt the remaining keys "
+                "(see the log); fix it and run rotate_keys"
+            )
+        self.stdout.write(f"signing with {active.kid}")

@@ -1,0 +1,80 @@
+"""Starting real Plangate processes from tests, and stopping every one of them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+IS_POSTGRES = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+IS_REDIS = settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
+NEEDS_POSTGRES = (
+    "needs PostgreSQL (DATABASE_URL=postgres://...): other processes cannot see SQLite's "
+    "in-memory test database"
+)
+NEEDS_REDIS = "needs Redis (CELERY_BROKER_URL=redis://...)"
+
+
+def test_database_url() -> str:
+    """DATABASE_URL of the database this test runs on (pytest-django's test database)."""
+    params = connection.settings_dict
+    user = quote(params["USER"] or "", safe="")
+    password = f":{quote(params['PASSWORD'], safe='')}" if params["PASSWORD"] else ""
+    host = params["HOST"] or "localhost"
+    port = f":{params['PORT']}" if params["PORT"] else ""
+    credentials = f"{user}{password}@" if user else ""
+    return f"postgres://{credentials}{host}{port}/{quote(params['NAME'], safe='')}"
+
+
+def process_env(**overrides: str) -> dict[str, str]:
+    """The test run's environment (its secrets, broker), on the test database."""
+    env = dict(os.environ)
+    env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+    env["PYTHONPATH"] = str(ROOT)
+    env.pop("PLANGATE_ENV_FILE", None)
+    if IS_POSTGRES:
+        env["DATABASE_URL"] = test_database_url()
+    env.update(overrides)
+    return env
+
+
+def start(args: list[str], *, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """Start a process in its own process group, its output going to ``log``."""
+    with log.open("ab") as output:
+        return subprocess.Popen(
+            args,
+            cwd=ROOT,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def stop(process: subprocess.Popen, *, timeout: float = 30) -> None:
+    """Ask politely (SIGTERM), then kill the process and anything left in its group."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=timeout)
+    # The group id is the process id (start_new_session): children such as beat go too.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    if process.poll() is None:
+        process.wait(timeout=10)
+
+
+def tail(log: Path, lines: int = 60) -> str:
+    if not log.exists():
+        return "(no output)"
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])

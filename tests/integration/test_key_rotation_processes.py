@@ -1,0 +1,174 @@
+"""Key rotation in real processes: concurrent rotations on PostgreSQL, and Celery beat
+rotating on schedule through a real worker and Redis."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from django.conf import settings
+
+from plans.keys import signing_keys_bootstrap
+from plans.models import SigningKey
+from tests.plans.keys_helpers import age_keys, kid_in, states
+
+from .processes import (
+    BIN,
+    IS_POSTGRES,
+    IS_REDIS,
+    NEEDS_POSTGRES,
+    NEEDS_REDIS,
+    ROOT,
+    process_env,
+    start,
+    stop,
+    tail,
+)
+
+DAY = 86400
+
+
+def wait_for(condition, *, timeout: float, interval: float = 0.2) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return condition()
+
+
+@pytest.mark.parametrize("mode", ["force", "scheduled"])
+@pytest.mark.postgres
+@pytest.mark.skipif(not IS_POSTGRES, reason=NEEDS_POSTGRES)
+@pytest.mark.django_db(transaction=True)
+def test_three_concurrent_rotations_rotate_exactly_once(tmp_path, mode):
+    signing_keys_bootstrap()
+    age_keys(DAY)
+    old_active, old_next = kid_in("active"), kid_in("next")
+    barrier = tmp_path / "go"
+    env = process_env()
+    processes, logs, ready = [], [], []
+    try:
+        for number in range(3):
+            ready.append(tmp_path / f"ready-{number}")
+            logs.append(tmp_path / f"rotation-{number}.log")
+            processes.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "tests.integration.rotate_when_released",
+                        str(ready[-1]),
+                        str(barrier),
+                        mode,
+                    ],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        assert wait_for(
+            lambda: all(path.exists() for path in ready) or any(p.poll() for p in processes),
+            timeout=120,
+        ), "the rotation processes did not start"
+        barrier.touch()
+        outputs = [process.communicate(timeout=120) for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+    for process, (_, stderr) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, stderr
+    results = [json.loads(stdout.strip().splitlines()[-1]) for stdout, _ in outputs]
+    rotated = [result for result in results if result["activated"]]
+    assert len(rotated) == 1, results
+    assert (rotated[0]["retired"], rotated[0]["activated"]) == (old_active, old_next)
+    skipped = {"force": "next_key_too_young", "scheduled": "recently_rotated"}[mode]
+    assert sorted(result["outcome"] for result in results) == sorted(["rotated", skipped, skipped])
+    # Exactly one rotation's worth of change: one retired, one active, one new next key.
+    assert states() == {old_active: "retired", old_next: "active", rotated[0]["created"]: "next"}
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+@pytest.mark.worker
+@pytest.mark.skipif(not IS_POSTGRES, reason=NEEDS_POSTGRES)
+@pytest.mark.skipif(not IS_REDIS, reason=NEEDS_REDIS)
+@pytest.mark.django_db(transaction=True)
+def test_celery_beat_rotates_the_keys_on_schedule_through_a_real_worker(tmp_path):
+    signing_keys_bootstrap()
+    age_keys(DAY)
+    first_active = kid_in("active")
+    queue = f"plangate-test-{uuid.uuid4().hex[:12]}"
+    env = process_env(
+        KEY_ROTATION_SECONDS="3",
+        PLANGATE_JWKS_MAX_AGE="1",
+        PLAN_EXPIRY_SWEEP_SECONDS="3600",
+        CELERY_TASK_DEFAULT_QUEUE=queue,
+    )
+    log = tmp_path / "worker.log"
+    worker = start(
+        [
+            str(BIN / "celery"),
+            "-A",
+            "controlplane",
+            "worker",
+            "-B",
+            "--concurrency",
+            "1",
+            "--loglevel",
+            "INFO",
+            "--hostname",
+            f"{queue}@%h",
+            "--schedule",
+            str(tmp_path / "celerybeat-schedule"),
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        env=env,
+        log=log,
+    )
+    active_kids: list[str] = [first_active]
+
+    def rotated_twice() -> bool:
+        if worker.poll() is not None:
+            return True
+        active = list(SigningKey.objects.filter(state="active").values_list("kid", flat=True))
+        assert len(active) == 1, active
+        if active[0] != active_kids[-1]:
+            active_kids.append(active[0])
+        return len(active_kids) >= 3
+
+    try:
+        finished = wait_for(rotated_twice, timeout=180, interval=0.5)
+        assert worker.poll() is None, f"the worker exited:\n{tail(log)}"
+        assert finished, f"no two rotations within the time limit:\n{tail(log)}"
+    finally:
+        stop(worker)
+        _forget_queue(queue)
+
+    # Each rotation retired the key the previous one activated.
+    retired = set(SigningKey.objects.filter(state="retired").values_list("kid", flat=True))
+    assert set(active_kids[:2]) <= retired
+    assert sorted(states().values()).count("active") == 1
+    assert sorted(states().values()).count("next") == 1
+    assert "plans.tasks.rotate_signing_keys" in log.read_text(errors="replace")
+
+
+def _forget_queue(queue: str) -> None:
+    """Remove what the test's queue left in Redis."""
+    import redis
+
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    try:
+        client.delete(queue, f"_kombu.binding.{queue}")
+    finally:
+        client.close()

@@ -49,7 +49,9 @@ def load_env() -> dict[str, str]:
 
 
 def manage(env: dict[str, str], *args: str) -> None:
-    subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True)
+    completed = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env)
+    if completed.returncode != 0:
+        raise SystemExit(f"manage.py {args[0]} failed (see above); Plangate did not start.")
 
 
 def main() -> int:
@@ -100,24 +102,36 @@ def main() -> int:
         flush=True,
     )
 
+    asked_to_stop = False
+
     def stop(*_: object) -> None:
+        nonlocal asked_to_stop
+        asked_to_stop = True
         for process in processes:
             if process.poll() is None:
                 process.terminate()
 
+    # SIGINT explicitly too: started from a script in the background, a process inherits
+    # SIGINT ignored, and Ctrl-C (or `kill -INT`) must still stop everything.
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    died: list[subprocess.Popen] = []
     try:
         while all(process.poll() is None for process in processes):
             time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
     finally:
+        if not asked_to_stop:
+            died = [process for process in processes if process.poll() is not None]
         stop()
         for process in processes:
             try:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 process.kill()
+    if died:
+        names = ", ".join(Path(process.args[0]).name for process in died)
+        print(f"{names} exited by itself (see above), so everything was stopped.", flush=True)
+        return 1
     return 0
 
 

@@ -284,6 +284,7 @@ class MonospaceJSONTextarea(forms.Textarea):
             "class": "vLargeTextField plangate-json",
             "spellcheck": "false",
             "autocomplete": "off",
+            "wrap": "off",
         }
         super().__init__({**defaults, **(attrs or {})})
 
@@ -332,7 +333,7 @@ def datetime_column(field_name: str, description: str):
     return column
 
 
-def readable_json(value: object, *, width: int = 100, indent: int = 2) -> str:
+def readable_json(value: object, *, width: int = 88, indent: int = 2) -> str:
     """JSON for people: a value that fits on its line stays on one line, longer ones are
     broken one member per line. ``{"tools": ["github_*"]}`` stays whole instead of taking
     three lines. Still valid JSON, key order kept."""

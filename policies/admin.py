@@ -96,9 +96,10 @@ class PolicyForm(forms.ModelForm):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.current = policy_active_version(policy=self.instance) if self.instance.pk else None
-        self.fields["document"].initial = readable_json(
-            self.current.document if self.current else STARTER_DOCUMENT
-        )
+        text = readable_json(self.current.document if self.current else STARTER_DOCUMENT)
+        self.fields["document"].initial = text
+        # Tall enough to read the whole policy without scrolling the box, within reason.
+        self.fields["document"].widget.attrs["rows"] = min(max(text.count("\n") + 3, 12), 48)
         self.fields["base_version"].initial = self.current.number if self.current else None
         self.parsed_document: object = None
         self.published_version: PolicyVersion | None = None

@@ -80,3 +80,14 @@ def test_auditors_cannot_rotate_or_revoke(auditor_client, aged_keys):
     )
     assert response.status_code == 403
     assert SigningKey.objects.get(kid=kid).state == State.ACTIVE
+
+
+def test_rotate_now_says_why_when_the_next_key_is_too_young(team_admin_client, db):
+    signing_keys_bootstrap()  # the next key was published just now: verifiers may not have it
+    before = dict(SigningKey.objects.values_list("kid", "state"))
+
+    response = team_admin_client.post(reverse("admin:plans_signingkey_rotate"), follow=True)
+
+    assert dict(SigningKey.objects.values_list("kid", "state")) == before
+    assert "next_key_too_young" in response.content.decode()
+    assert not LogEntry.objects.exists()

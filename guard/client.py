@@ -237,6 +237,7 @@ class _Plan:
         "report_arguments",
         "retry_delay",
         "statuses",
+        "stopped",
         "token",
         "used",
     )
@@ -263,6 +264,9 @@ class _Plan:
         self.explainers: dict[int, tuple[tuple[str, Callable[[Any], bool], str], ...]] = {}
         self.blocked: CallDecision | None = None
         self.ended = False
+        # The decision every call gets once the plan is blocked or ended: one test on the
+        # hot path for both.
+        self.stopped: CallDecision | None = None
         self.refresh_lock = threading.Lock()
         self.next_attempt_at = token.refresh_at
         self.retry_delay = 0.0
@@ -276,6 +280,9 @@ def _iso(timestamp: float) -> str:
 def _field_errors(errors: list[FieldError]) -> list[dict[str, Any]]:
     return [{"path": error.path, "detail": error.detail} for error in errors]
 
+
+_PENDING: Final = acp.PENDING
+_IN_PROGRESS: Final = acp.IN_PROGRESS
 
 _NO_PLAN = CallDecision(
     Decision.NO_PLAN, "no plan has been declared in this session; call declare_plan first"
@@ -560,11 +567,9 @@ class Guard:
         return decision
 
     def _decide(self, plan: _Plan, tool: Any, args: Any, now: float) -> CallDecision:
-        blocked = plan.blocked
-        if blocked is not None:
-            return blocked
-        if plan.ended:
-            return _PLAN_ENDED
+        stopped = plan.stopped
+        if stopped is not None:
+            return stopped
         token = plan.token
         if now >= token.refresh_at:
             if now >= token.expires_at:
@@ -574,7 +579,7 @@ class Guard:
                 token = plan.token
             elif self._auto_refresh and now >= plan.next_attempt_at:
                 self._refresh_wake.set()  # the refresher thread does the network part
-        if not isinstance(args, Mapping):
+        if type(args) is not dict and not isinstance(args, Mapping):
             return _ARGS_NOT_OBJECT
         if type(tool) is not str:
             return _TOOL_NOT_STRING
@@ -597,9 +602,9 @@ class Guard:
             if step is not None:
                 used[step] += 1
                 self._tool_output_seen = True
-                started = plan.statuses[step] == acp.PENDING
+                started = plan.statuses[step] == _PENDING
                 if started:
-                    plan.statuses[step] = acp.IN_PROGRESS
+                    plan.statuses[step] = _IN_PROGRESS
         if step is None:
             return self._spent(plan, matching)
         if started:
@@ -820,7 +825,7 @@ class Guard:
 
     def _block(self, plan: _Plan, decision: CallDecision) -> None:
         with self._lock:
-            plan.blocked = decision
+            plan.blocked = plan.stopped = decision
             plan.next_attempt_at = math.inf
             plan.refresh_error = decision.reason
             for index, status in enumerate(plan.statuses):
@@ -926,6 +931,8 @@ class Guard:
             if plan.ended:
                 return
             plan.ended = True
+            if plan.stopped is None:
+                plan.stopped = _PLAN_ENDED
             changed = False
             for index, status in enumerate(plan.statuses):
                 if status == acp.IN_PROGRESS:

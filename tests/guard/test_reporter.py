@@ -8,10 +8,12 @@ import threading
 from typing import Any
 
 import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from guard.controlplane import ControlPlaneClient, ControlPlaneError
 from guard.decisions import Decision
-from guard.reporter import DecisionReporter, args_digest
+from guard.reporter import DecisionReporter, args_digest, canonical_args
 from plans.models import PlanDisplayUpdate, PlanEvent
 from tests.conftest import plan_document
 
@@ -205,3 +207,33 @@ def test_the_decision_log_thread_starts_with_the_first_event(make_guard):
 
     assert guard.check("github_get_issue", REPO).code == Decision.NO_PLAN
     assert wait_until(lambda: guard.reporter_stats().queued == 0)
+
+
+awkward_text = st.text(
+    st.characters(codec="utf-8")
+    | st.sampled_from(["\x00", "\x1f", "\x7f", '"', "\\", "\u2028", "\ue000", "\U0001f600"])
+    | st.characters(categories=["Cs"]),
+    max_size=6,
+)
+argument_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.floats()
+    | awkward_text,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(awkward_text, children, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=argument_values)
+def test_the_fast_canonical_form_is_byte_for_byte_rfc8785(value):
+    try:
+        expected = rfc8785.dumps(value)
+    except Exception:
+        expected = None
+
+    assert canonical_args(value) == expected

@@ -1,0 +1,308 @@
+"""The guard's hot path: microseconds per call decision next to one token verification.
+
+`Guard.check` is measured whole (clock, plan match, policy snapshot, budget lock, and the
+decision log's enqueue when on) for 1- and 50-step plans under 1- and 100-rule policies,
+and `guard.tokens.verify_token` for the token carrying the same plan and policy, in the
+same run. Target: a decision costs under 1/20 of a verification.
+
+Shapes: a 50-step plan names the called tool in 5 steps (the call matches the last one,
+so the others are tried first), and a 100-rule policy concerns it with 4 rules (3 deny
+rules whose arguments do not match come before the admitting allow rule); the last row is
+adversarial: all 50 steps name the tool and all 100 rules concern it.
+
+No server: the guard declares against an in-process stand-in of the control plane
+(``httpx.MockTransport``) that signs real EdDSA tokens the way ``plans.keys.Signer`` does,
+so the guard verifies them in full before any decision is timed. Each figure is the median
+of several repeats of many iterations timed with ``time.perf_counter_ns``.
+
+Run alone: ``python bench/bench_guard.py [--guard-iterations N] [--guard-profile]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root
+
+from guard.client import Guard
+from guard.plan import MAX_MAX_CALLS, plan_hash, validate_plan
+from guard.policy import policy_hash, validate_policy
+from guard.tokens import KeySet, jwk_thumbprint, public_jwk, verify_token
+
+ISSUER = "http://plangate.bench"
+USER = "alice@acme.dev"
+TOOL = "github_get_issue"
+CALL = {"repo": "acme/public-app", "number": 42, "fields": ["title", "body"]}
+TARGET_RATIO = 20
+
+
+def add_arguments(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--guard-iterations",
+        type=int,
+        default=20_000,
+        help="decisions per timed repeat (default 20000; verifications use a tenth)",
+    )
+    group.add_argument(
+        "--guard-repeats", type=int, default=7, help="timed repeats per figure (default 7)"
+    )
+    group.add_argument(
+        "--guard-profile",
+        action="store_true",
+        help="print a cProfile of the worst-case decision",
+    )
+
+
+# --- shapes --------------------------------------------------------------------------------
+
+
+def bench_plan(steps: int, *, for_the_tool: int) -> dict[str, Any]:
+    """`steps` steps, `for_the_tool` of them naming the called tool: the call matches only
+    the last of those, so every earlier one is tried and refused first."""
+    plan_steps = [
+        {
+            "tool": TOOL if index >= steps - for_the_tool else f"tool_{index % 10}",
+            "args": {"repo": {"eq": f"acme/other-{index}"}, "number": {"lte": 10}},
+            "maxCalls": MAX_MAX_CALLS,
+        }
+        for index in range(steps - 1)
+    ]
+    plan_steps.append(
+        {"tool": TOOL, "args": {"repo": {"glob": "acme/*"}}, "maxCalls": MAX_MAX_CALLS}
+    )
+    return {"version": 1, "goal": "Bench", "user": USER, "steps": plan_steps}
+
+
+def bench_policy(rules: int, *, for_the_tool: int) -> dict[str, Any]:
+    """`rules` rules, `for_the_tool` of them concerning the called tool: deny rules whose
+    arguments do not match come first, the admitting allow rule last."""
+    others = [
+        {"effect": "deny", "tools": [f"family{index % 25}_*"], "args": {"id": {"eq": index}}}
+        for index in range(rules - for_the_tool)
+    ]
+    denies = [
+        {"effect": "deny", "tools": ["github_*"], "args": {"repo": {"eq": f"acme/secret-{index}"}}}
+        for index in range(for_the_tool - 1)
+    ]
+    allow = {"effect": "allow", "tools": ["github_*"], "args": {"repo": {"glob": "acme/*"}}}
+    return {"version": 1, "default": "deny", "rules": [*others, *denies, allow]}
+
+
+# --- an in-process stand-in of the control plane ------------------------------------------
+
+
+class StandInControlPlane:
+    """Answers declare, JWKS and events like the real API, with a real Ed25519 key."""
+
+    def __init__(self, policy: dict[str, Any]) -> None:
+        self.private_key = Ed25519PrivateKey.generate()
+        jwk = public_jwk(self.private_key.public_key())
+        self.kid = jwk_thumbprint(jwk)
+        self.jwks = {"keys": [{**jwk, "kid": self.kid, "alg": "EdDSA", "use": "sig"}]}
+        self.policy = validate_policy(policy)
+        self.tokens: list[str] = []
+
+    def sign(self, plan: dict[str, Any]) -> str:
+        now = int(time.time())
+        claims = {
+            "iss": ISSUER,
+            "sub": plan["user"],
+            "jti": f"01JBENCH{len(self.tokens):018d}",
+            "iat": now,
+            "exp": now + 3600,
+            "ph": plan_hash(plan),
+            "plan": plan,
+            "agent": "01JBENCHAGENT0000000000000",
+            "pol": self.policy,
+            "polv": 1,
+            "polh": policy_hash(self.policy),
+            "role": "engineer",
+            "groups": ["platform"],
+        }
+        token = jwt.encode(
+            claims, self.private_key, algorithm="EdDSA", headers={"kid": self.kid, "typ": "JWT"}
+        )
+        self.tokens.append(token)
+        return token
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == "/v1/keys/jwks":
+            return httpx.Response(200, json=self.jwks, headers={"Cache-Control": "max-age=300"})
+        if path == "/v1/plans" and request.method == "POST":
+            plan = validate_plan(json.loads(request.content)["plan"])
+            token = self.sign(plan)
+            plan_id = f"01JBENCH{len(self.tokens) - 1:018d}"
+            return httpx.Response(
+                201,
+                json={
+                    "id": plan_id,
+                    "token": token,
+                    "planHash": plan_hash(plan),
+                    "expiresAt": "2099-01-01T00:00:00Z",
+                    "policy": {"id": "bench", "version": 1, "hash": policy_hash(self.policy)},
+                    "reportArguments": False,
+                },
+            )
+        if path.endswith("/events"):
+            # Accepted unread: parsing here would charge the server's work to the guard.
+            return httpx.Response(
+                202, json={"events": 0, "displayUpdates": 0, "argumentsStored": False}
+            )
+        return httpx.Response(404, json={"code": "not_found"})
+
+
+# --- measuring -----------------------------------------------------------------------------
+
+
+def per_call_microseconds(function: Callable[[], object], iterations: int, repeats: int) -> float:
+    """Median over `repeats` of the mean time per call of `iterations` calls."""
+    for _ in range(min(iterations, 1000)):
+        function()  # warm caches (the policy's per-tool cache, the allowed decisions)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter_ns()
+        for _ in range(iterations):
+            function()
+        samples.append((time.perf_counter_ns() - start) / iterations / 1000)
+    return statistics.median(samples)
+
+
+def guard_for(control_plane: StandInControlPlane, plan: dict[str, Any], **options: Any) -> Guard:
+    guard = Guard(
+        "http://plangate.bench",
+        "pg_bench",
+        issuer=ISSUER,
+        transport=httpx.MockTransport(control_plane.handle),
+        auto_refresh=False,
+        **options,
+    )
+    guard.declare(plan)
+    decision = guard.check(TOOL, CALL)
+    if not decision.allowed:
+        raise RuntimeError(f"the bench call is not allowed: {decision}")
+    return guard
+
+
+def main(args: argparse.Namespace) -> int:
+    iterations = max(1, getattr(args, "guard_iterations", 20_000))
+    repeats = max(1, getattr(args, "guard_repeats", 7))
+    print()
+    print("== guard: decision vs token verification ==")
+    print(
+        f"median of {repeats} repeats; {iterations} decisions and {max(1, iterations // 10)}"
+        " verifications per repeat"
+    )
+    # (name, steps, steps naming the called tool, rules, rules concerning it)
+    shapes = [
+        ("1 step, 1 rule", 1, 1, 1, 1),
+        ("1 step, 100 rules", 1, 1, 100, 4),
+        ("50 steps, 1 rule", 50, 5, 1, 1),
+        ("50 steps, 100 rules", 50, 5, 100, 4),
+        ("worst: all 50 steps, all 100 rules", 50, 50, 100, 100),
+    ]
+    rows = []
+    worst_ratio = 0.0
+    profile_target: Guard | None = None
+    for name, steps, steps_for_tool, rules, rules_for_tool in shapes:
+        plan = bench_plan(steps, for_the_tool=steps_for_tool)
+        policy = bench_policy(rules, for_the_tool=rules_for_tool)
+        control_plane = StandInControlPlane(policy)
+        quiet = guard_for(control_plane, plan, report=False)
+        logged = guard_for(control_plane, plan, report=True, report_queue_size=2_000_000)
+        keys = KeySet(control_plane.jwks)
+        token = control_plane.tokens[0]
+        decision = per_call_microseconds(lambda g=quiet: g.check(TOOL, CALL), iterations, repeats)
+        with_log = per_call_microseconds(lambda g=logged: g.check(TOOL, CALL), iterations, repeats)
+        verification = per_call_microseconds(
+            lambda t=token, k=keys: verify_token(t, k, issuer=ISSUER),
+            max(1, iterations // 10),
+            repeats,
+        )
+        ratio = verification / max(decision, with_log)
+        worst_ratio = max(worst_ratio, 1 / ratio)
+        rows.append(
+            [
+                name,
+                f"{steps_for_tool} / {rules_for_tool}",
+                f"{decision:.2f}",
+                f"{with_log:.2f}",
+                f"{verification:.1f}",
+                f"1/{ratio:.0f}",
+                "yes" if ratio >= TARGET_RATIO else "NO",
+            ]
+        )
+        if name.startswith("worst"):
+            profile_target = quiet
+        else:
+            quiet.close()
+        logged.close(timeout=5)
+    _print_table(
+        [
+            "shape",
+            "steps / rules for the tool",
+            "decision us",
+            "+ decision log us",
+            "verify_token us",
+            "decision/verification",
+            f"< 1/{TARGET_RATIO}",
+        ],
+        rows,
+    )
+    print(
+        f"worst case: a decision costs 1/{1 / worst_ratio:.0f} of a verification"
+        f" (target under 1/{TARGET_RATIO})"
+    )
+    if getattr(args, "guard_profile", False) and profile_target is not None:
+        _profile(profile_target, iterations)
+    if profile_target is not None:
+        profile_target.close()
+    return 0
+
+
+def _profile(guard: Guard, iterations: int) -> None:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(iterations):
+        guard.check(TOOL, CALL)
+    profiler.disable()
+    output = io.StringIO()
+    pstats.Stats(profiler, stream=output).sort_stats("tottime").print_stats(12)
+    print("\ncProfile of the worst case (by own time):")
+    print(output.getvalue())
+
+
+def _print_table(headers: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(header), *(len(row[i]) for row in rows)) for i, header in enumerate(headers)]
+
+    def line(values: list[str]) -> str:
+        first, *rest = values
+        cells = [first.ljust(widths[0])] + [
+            value.rjust(width) for value, width in zip(rest, widths[1:], strict=True)
+        ]
+        return "  ".join(cells).rstrip()
+
+    print(line(headers))
+    print(line(["-" * width for width in widths]))
+    for row in rows:
+        print(line(row))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(parser.add_argument_group("guard"))
+    sys.exit(main(parser.parse_args()))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -396,3 +397,35 @@ def test_describe_step_shows_every_operator():
     )
     assert '"zzz' in text and "..." in text
     assert text.endswith("(up to 20 calls)")
+
+
+def test_concurrent_progress_ends_on_a_message_showing_the_final_state(make_guard):
+    messages: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def sink(message: dict[str, Any]) -> None:
+        with lock:
+            messages.append(message)
+
+    tools = [f"github_tool_{index}" for index in range(8)]
+    guard = make_guard(acp_sink=sink)
+    guard.declare(
+        plan_document(
+            steps=[{"tool": tool} for tool in tools],
+        )
+    )
+    start = threading.Barrier(len(tools))
+
+    def work(tool: str) -> None:
+        start.wait()
+        guard.call(tool, {"repo": "acme/app"}, lambda repo: None)
+
+    threads = [threading.Thread(target=work, args=(tool,)) for tool in tools]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert statuses(messages[-1]) == ["completed"] * len(tools)
+    for message in messages:
+        assert_valid_v2(assert_notification(message))

@@ -27,6 +27,7 @@ import json
 import pstats
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -115,6 +116,9 @@ class StandInControlPlane:
         self.jwks = {"keys": [{**jwk, "kid": self.kid, "alg": "EdDSA", "use": "sig"}]}
         self.policy = validate_policy(policy)
         self.tokens: list[str] = []
+        # Closed while decisions are timed: the reporter thread then waits here, off the
+        # GIL, so the timing shows what logging costs the caller; opened to time the drain.
+        self.events_gate = threading.Event()
 
     def sign(self, plan: dict[str, Any]) -> str:
         now = int(time.time())
@@ -159,6 +163,7 @@ class StandInControlPlane:
                 },
             )
         if path.endswith("/events"):
+            self.events_gate.wait(600)
             # Accepted unread: parsing here would charge the server's work to the guard.
             return httpx.Response(
                 202, json={"events": 0, "displayUpdates": 0, "argumentsStored": False}
@@ -223,7 +228,7 @@ def main(args: argparse.Namespace) -> int:
         policy = bench_policy(rules, for_the_tool=rules_for_tool)
         control_plane = StandInControlPlane(policy)
         quiet = guard_for(control_plane, plan, report=False)
-        logged = guard_for(control_plane, plan, report=True, report_queue_size=2_000_000)
+        logged = guard_for(control_plane, plan, report=True, report_queue_size=10_000_000)
         keys = KeySet(control_plane.jwks)
         token = control_plane.tokens[0]
         decision = per_call_microseconds(lambda g=quiet: g.check(TOOL, CALL), iterations, repeats)
@@ -233,7 +238,13 @@ def main(args: argparse.Namespace) -> int:
             max(1, iterations // 10),
             repeats,
         )
-        ratio = verification / max(decision, with_log)
+        # The reporter thread's share: digest, format and post every queued decision.
+        queued = logged.reporter_stats().queued  # type: ignore[union-attr]
+        start = time.perf_counter_ns()
+        control_plane.events_gate.set()
+        logged.flush(timeout=600)
+        background = (time.perf_counter_ns() - start) / max(1, queued) / 1000
+        ratio = verification / with_log
         worst_ratio = max(worst_ratio, 1 / ratio)
         rows.append(
             [
@@ -241,6 +252,7 @@ def main(args: argparse.Namespace) -> int:
                 f"{steps_for_tool} / {rules_for_tool}",
                 f"{decision:.2f}",
                 f"{with_log:.2f}",
+                f"{background:.1f}",
                 f"{verification:.1f}",
                 f"1/{ratio:.0f}",
                 "yes" if ratio >= TARGET_RATIO else "NO",
@@ -250,18 +262,24 @@ def main(args: argparse.Namespace) -> int:
             profile_target = quiet
         else:
             quiet.close()
-        logged.close(timeout=5)
+        logged.close(timeout=30)
     _print_table(
         [
             "shape",
             "steps / rules for the tool",
             "decision us",
-            "+ decision log us",
+            "with log us",
+            "log thread us/event",
             "verify_token us",
             "decision/verification",
             f"< 1/{TARGET_RATIO}",
         ],
         rows,
+    )
+    print(
+        "decision: Guard.check with the decision log off; with log: the same with it on"
+        " (the caller's share: one queue append);\nlog thread: the reporter's work per"
+        " event (digest, format, post), off the call path; the ratio uses 'with log'."
     )
     print(
         f"worst case: a decision costs 1/{1 / worst_ratio:.0f} of a verification"

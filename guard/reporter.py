@@ -179,7 +179,9 @@ class DecisionReporter:
         queue.append(item)
         if self._thread is None:
             self._start()
-        if len(queue) >= self._batch_size:
+        if len(queue) == self._batch_size:
+            # Once per batch: a busy reporter drains the whole queue before it sleeps again,
+            # and setting an Event on every call would cost the caller a lock.
             self._wake.set()
 
     # --- the reporter thread ----------------------------------------------------------

@@ -394,3 +394,16 @@ def test_deciding_calls_never_touches_the_network(make_guard, switchboard):
 
     assert len(switchboard.paths) == requests
     assert PlanToken.objects.count() == 1
+
+
+def test_an_application_using_check_alone_marks_a_step_completed(make_guard):
+    guard = make_guard()
+    guard.declare(plan_document())
+
+    allowed = guard.check("github_list_issues", REPO)
+    running = guard.status().steps[0].status
+    guard.completed(allowed)
+    guard.completed(guard.check("send_email", {}))  # a blocked decision changes nothing
+
+    assert running == "in_progress"
+    assert [step.status for step in guard.status().steps] == ["completed", "pending"]

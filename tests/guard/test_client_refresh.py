@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import httpx
 import pytest
 from django.utils import timezone
 
@@ -229,4 +230,26 @@ def test_the_background_refresher_renews_the_token_before_expiry(live_guard, clo
     assert decision.allowed
     assert wait_until(lambda: refresh_kinds(declared.plan_id) == ["issue", "refresh"])
     assert wait_until(lambda: (guard.status().expires_at or 0) > clock() + 2000)
+    assert guard.check("github_list_issues", REPO).allowed
+
+
+def test_a_throttled_refresh_waits_for_retry_after(make_guard, clock, switchboard):
+    def throttle(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if request.url.path.endswith("/refresh"):
+            problem = {"code": "throttled", "status": 429, "detail": "Slow down."}
+            return httpx.Response(429, json=problem, headers={"Retry-After": "30"})
+        return response
+
+    guard = make_guard()
+    guard.declare(plan_document())
+    switchboard.rewrite = throttle
+    attempts = []
+
+    for advance in (DUE, 20, 11):
+        clock.advance(advance)
+        guard.refresh_if_due()
+        attempts.append(switchboard.count("/refresh"))
+
+    assert attempts == [1, 1, 2]
+    assert "throttled" in (guard.status().refresh_error or "")
     assert guard.check("github_list_issues", REPO).allowed

@@ -237,3 +237,22 @@ def test_the_fast_canonical_form_is_byte_for_byte_rfc8785(value):
         expected = None
 
     assert canonical_args(value) == expected
+
+
+def test_the_agent_may_attach_its_own_acp_updates(live_guard):
+    guard = live_guard()
+    declared = guard.declare(PLAN)
+    markdown = {
+        "sessionId": "s",
+        "update": {
+            "sessionUpdate": "plan_update",
+            "plan": {"type": "markdown", "planId": "mine", "content": "# My plan"},
+        },
+    }
+
+    guard.report_display_update(markdown)
+    guard.flush()
+
+    assert list(
+        PlanDisplayUpdate.objects.filter(plan_id=declared.plan_id).values_list("message", flat=True)
+    ) == [markdown]

@@ -170,13 +170,15 @@ class ControlPlaneClient:
 
     def jwks(self, etag: str | None = None) -> tuple[dict[str, Any] | None, str | None, float]:
         """GET /v1/keys/jwks: ``(document or None when 304, etag, max_age seconds)``."""
-        headers = {"Accept": "application/jwk-set+json, application/json"}
+        # Public keys need no credential: the API key is not sent where it is not needed.
+        headers = {
+            "Accept": "application/jwk-set+json, application/json",
+            "User-Agent": USER_AGENT,
+        }
         if etag:
             headers["If-None-Match"] = etag
         try:
-            response = self._http.get(
-                self.url + "/v1/keys/jwks", headers={**self._headers, **headers}
-            )
+            response = self._http.get(self.url + "/v1/keys/jwks", headers=headers)
         except httpx.HTTPError as error:
             raise ControlPlaneUnavailable(f"GET /v1/keys/jwks: {error}") from error
         match = _MAX_AGE.search(response.headers.get("Cache-Control", ""))

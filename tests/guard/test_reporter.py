@@ -17,8 +17,6 @@ from guard.reporter import DecisionReporter, args_digest, canonical_args
 from plans.models import PlanDisplayUpdate, PlanEvent
 from tests.conftest import plan_document
 
-from .client_helpers import wait_until
-
 REPO = {"repo": "acme/public-app"}
 PLAN = plan_document(
     steps=[
@@ -202,11 +200,15 @@ def test_args_digest_is_the_rfc8785_sha256():
     assert args_digest({"x": object()}) is None
 
 
-def test_the_decision_log_thread_starts_with_the_first_event(make_guard):
+def test_a_call_without_a_plan_has_no_plan_to_be_reported_to(make_guard):
     guard = make_guard(report=True)
 
-    assert guard.check("github_get_issue", REPO).code == Decision.NO_PLAN
-    assert wait_until(lambda: guard.reporter_stats().queued == 0)
+    decision = guard.check("github_get_issue", REPO)
+
+    assert decision.code == Decision.NO_PLAN
+    assert guard.flush()
+    stats = guard.reporter_stats()
+    assert (stats.sent, stats.dropped, stats.queued) == (0, 0, 0)
 
 
 awkward_text = st.text(

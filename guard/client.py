@@ -399,6 +399,7 @@ class Guard:
         """
         if self._closed:
             raise GuardError(GUARD_CLOSED, "the guard is closed")
+        self._refuse_after_output()  # first: no plan, valid or not, is taken after output
         try:
             document = validate_plan(plan)
         except DocumentInvalid as error:

@@ -407,3 +407,13 @@ def test_an_application_using_check_alone_marks_a_step_completed(make_guard):
 
     assert running == "in_progress"
     assert [step.status for step in guard.status().steps] == ["completed", "pending"]
+
+
+def test_after_output_even_an_invalid_plan_is_refused_as_declared_too_late(make_guard):
+    guard = make_guard()
+    guard.declare(plan_document())
+    guard.check("github_list_issues", REPO)
+
+    result = guard.handle_declare_plan({"version": 2})
+
+    assert result["code"] == DECLARE_AFTER_OUTPUT

@@ -169,6 +169,6 @@ def _forget_queue(queue: str) -> None:
 
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     try:
-        client.delete(queue, f"_kombu.binding.{queue}")
+        client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
     finally:
         client.close()

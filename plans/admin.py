@@ -389,8 +389,9 @@ class SigningKeyAdmin(ReadOnlyAdmin):
             title="Revoke signing keys",
             question=(
                 "Revoke these keys? They leave the JWKS at once, so guards stop accepting "
-                "tokens they signed; a fresh key signs from now on. Agents refresh to get a "
-                "token signed by it."
+                "tokens they signed; a fresh key signs from now on. Those tokens cannot be "
+                "refreshed either (a revoked key may be in the wrong hands): their agents "
+                "declare new plans."
             ),
             button="Yes, revoke",
             warning=(

@@ -73,6 +73,7 @@ def main() -> int:
                 f"{env.get('HOST', '127.0.0.1')}:{port}",
                 "--workers",
                 env.get("WEB_CONCURRENCY", "2"),
+                "--no-control-socket",  # several servers on one machine would share its path
                 "--access-logfile",
                 "-",
             ],

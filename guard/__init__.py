@@ -41,16 +41,34 @@ from guard.tokens import (
     verify_token,
 )
 
+# The agent-side client needs httpx; the server only needs the core above, so the client is
+# imported when first asked for: `from guard import Guard`.
+_CLIENT_NAMES = frozenset({"Guard", "CallBlocked", "CallDecision", "GuardError", "GuardStatus"})
+
+
+def __getattr__(name: str):
+    if name in _CLIENT_NAMES:
+        from guard import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'guard' has no attribute {name!r}")
+
+
 __all__ = [
     "DEFAULT_MAX_CALLS",
     "MAX_GOAL_LENGTH",
     "MAX_STEPS",
     "PLAN_VERSION",
     "TOOL_NAME_PATTERN",
+    "CallBlocked",
+    "CallDecision",
     "CompiledPlan",
     "CompiledPolicy",
     "DocumentInvalid",
     "FieldError",
+    "Guard",
+    "GuardError",
+    "GuardStatus",
     "KeySet",
     "PolicyDecision",
     "StepDenial",

@@ -118,7 +118,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_CLASSES": ["members.authentication.ApiKeyRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"api_key": env.str("PLANGATE_RATE_LIMIT", default="600/min")},
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["controlplane.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "controlplane.problems.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,

@@ -18,6 +18,7 @@ from .models import Agent, ApiKey, Group, Member, Role, Team
 
 API_KEY_PREFIX = "pg_"
 LOOKUP_ID_LENGTH = 12
+_HEX_DIGITS = "0123456789abcdef"
 DEFAULT_TEAM_SLUG = "default"
 
 
@@ -109,13 +110,17 @@ def api_key_authenticate(plaintext: str) -> ApiKey:
     if not plaintext.startswith(API_KEY_PREFIX):
         raise invalid
     lookup_id, _, secret = plaintext[len(API_KEY_PREFIX) :].partition("_")
-    if len(lookup_id) != LOOKUP_ID_LENGTH or not secret:
+    # Only lowercase hex ever names a key; other text (NUL included, which PostgreSQL cannot
+    # even compare) is refused before the query.
+    if len(lookup_id) != LOOKUP_ID_LENGTH or not secret or lookup_id.strip(_HEX_DIGITS):
         raise invalid
-    api_key = (
-        ApiKey.objects.select_related("agent", "agent__team", "agent__policy")
-        .filter(lookup_id=lookup_id)
-        .first()
-    )
+    # get() rather than first(): lookup_id is unique, and no ORDER BY is needed.
+    try:
+        api_key = ApiKey.objects.select_related("agent", "agent__team", "agent__policy").get(
+            lookup_id=lookup_id
+        )
+    except ApiKey.DoesNotExist:
+        api_key = None
     if api_key is None or not hmac.compare_digest(api_key.secret_hash, _hash_secret(secret)):
         raise invalid
     if not api_key.is_usable():

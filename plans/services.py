@@ -192,10 +192,17 @@ def plan_issue(*, agent: Agent, document: object, ttl: int | None = None) -> Iss
         )
 
 
+_KID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
 def _verify_refresh_token(token: str) -> dict:
     """Verify a token we signed, expired or not. Any failure is ``invalid_token``."""
     try:
         kid = unverified_header(token).get("kid")
+        # A kid is a base64url JWK thumbprint; anything else (a number, an object, text with
+        # NUL, which PostgreSQL cannot even compare) names no key of ours.
+        if not isinstance(kid, str) or not _KID.fullmatch(kid):
+            raise TokenInvalid("unknown key id")
         key = SigningKey.objects.filter(kid=kid).exclude(state=SigningKey.State.REVOKED).first()
         if key is None:
             raise TokenInvalid("unknown key id")
@@ -253,8 +260,15 @@ def plan_refresh(*, agent: Agent, plan_id: str, token: str, ttl: int | None = No
         )
 
 
+# A plan id is a ULID (Crockford base32). Anything else names no plan, and must not reach
+# the database: PostgreSQL refuses text holding NUL, and would answer with a 500.
+_PLAN_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
+
+
 def plan_get_for_agent(*, agent: Agent, plan_id: str) -> Plan:
     """The agent's own plan; any other plan, of this team or another, is not found."""
+    if not _PLAN_ID.fullmatch(plan_id):
+        raise DomainError("plan_not_found", f"No plan {plan_id!r} for this agent.")
     plan = (
         Plan.objects.select_related("team", "member", "policy_version", "policy_version__policy")
         .filter(pk=plan_id, agent=agent)

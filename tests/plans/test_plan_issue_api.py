@@ -130,6 +130,35 @@ def test_body_that_is_not_json_is_invalid_request(agent):
     assert_problem(response, 400, "invalid_request")
 
 
+def test_text_with_nul_is_invalid_request_naming_each_path(agent):
+    # PostgreSQL cannot store NUL in text or jsonb: found by tests/api_fuzz (a 500 there).
+    plan = plan_document(goal="a\x00b")
+    plan["steps"][0]["args"]["repo\x00"] = {"eq": "x"}
+    before = table_counts()
+
+    response = declare(agent.client, plan)
+
+    problem = assert_problem(response, 400, "invalid_request")
+    assert [error["path"] for error in problem["errors"]] == [
+        "plan.goal",
+        'plan.steps[0].args["repo\\u0000"]',
+    ]
+    assert table_counts() == before
+
+
+@pytest.mark.parametrize("depth", [5_000, 100_000])
+def test_body_nested_too_deeply_is_invalid_request_not_a_server_error(agent, depth):
+    # Past the interpreter's recursion limit the JSON decoder raises RecursionError, which
+    # is not a ValueError: found by tests/api_fuzz.
+    body = '{"plan": ' + "[" * depth + "]" * depth + "}"
+    before = table_counts()
+
+    response = agent.client.post(URL, body, content_type="application/json")
+
+    assert_problem(response, 400, "invalid_request")
+    assert table_counts() == before
+
+
 @pytest.mark.parametrize(
     ("mutate", "path"),
     [

@@ -156,6 +156,11 @@ def flipped_signature(token: str) -> str:
     return f"{header}.{payload}.{b64url(bytes(raw))}"
 
 
+def with_kid(token: str, kid: object) -> str:
+    _, payload, signature = token.split(".")
+    return f"{b64url_json({'alg': 'EdDSA', 'kid': kid, 'typ': 'JWT'})}.{payload}.{signature}"
+
+
 @pytest.mark.parametrize(
     "forge",
     [
@@ -167,8 +172,21 @@ def flipped_signature(token: str) -> str:
         lambda token: "not-a-token",
         lambda token: token + "x",
         lambda token: "",
+        lambda token: with_kid(token, "a\x00b"),
+        lambda token: with_kid(token, {"kid": 1}),
     ],
-    ids=["tampered", "alg-none", "hs256", "stranger", "flipped", "garbage", "suffix", "empty"],
+    ids=[
+        "tampered",
+        "alg-none",
+        "hs256",
+        "stranger",
+        "flipped",
+        "garbage",
+        "suffix",
+        "empty",
+        "kid-with-nul",  # found by tests/api_fuzz: PostgreSQL cannot compare it (500)
+        "kid-not-a-string",
+    ],
 )
 def test_forged_token_is_invalid_token_and_writes_nothing(agent, forge):
     issued = declare(agent)
@@ -234,6 +252,16 @@ def test_unknown_plan_is_not_found(agent):
     assert_problem(
         refresh(agent, "01ARZ3NDEKTSV4RRFFQ69G5FAV", issued["token"]), 404, "plan_not_found"
     )
+
+
+@pytest.mark.parametrize("plan_id", ["%00", "a%00b", "01arz3ndektsv4rrffq69g5fav", "x" * 26])
+def test_plan_id_that_is_not_a_ulid_is_not_found(agent, plan_id):
+    # "%00" reached PostgreSQL, which refuses NUL in text: found by tests/api_fuzz.
+    issued = declare(agent)
+
+    assert_problem(refresh(agent, plan_id, issued["token"]), 404, "plan_not_found")
+    response = agent.client.get(f"/v1/plans/{plan_id}")
+    assert_problem(response, 404, "plan_not_found")
 
 
 def test_refresh_body_must_carry_a_string_token(agent):

@@ -133,6 +133,10 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "controlplane.openapi.problem_responses",  # every refusal is problem+json
+    ],
 }
 
 # Plangate's own knobs. Code reads them through django.conf.settings at call time.

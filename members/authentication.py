@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
@@ -35,6 +36,20 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="plangate"'
+
+
+class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
+    """How the OpenAPI schema describes ApiKeyAuthentication (drf-spectacular finds it here)."""
+
+    target_class = ApiKeyAuthentication
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema) -> dict:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An agent's API key: `Authorization: Bearer pg_...`.",
+        }
 
 
 class ApiKeyRateThrottle(SimpleRateThrottle):

@@ -7,7 +7,13 @@ import json
 
 from django.conf import settings
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,11 +21,12 @@ from rest_framework.views import APIView
 
 from controlplane.problems import DomainError
 from guard.errors import FieldError
+from guard.plan import plan_json_schema
 from members.models import Agent
 from members.services import api_key_touch
 
 from .keys import jwks_document
-from .models import Plan
+from .models import Plan, PlanToken
 from .services import (
     IssuedToken,
     plan_events_record,
@@ -28,7 +35,31 @@ from .services import (
     plan_refresh,
 )
 
+# The schema itself (application/problem+json, `Problem`) is added to every error response
+# by controlplane.openapi.problem_responses.
 PROBLEM = OpenApiResponse(description="RFC 9457 problem+json with a stable `code`")
+
+
+def _openapi_30(schema: object) -> object:
+    """A JSON Schema 2020-12 document as an OpenAPI 3.0 schema object: no `$schema`, `const`
+    as a one-value `enum`, no `propertyNames` (3.0 has neither)."""
+    if isinstance(schema, list):
+        return [_openapi_30(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    converted = {
+        key: _openapi_30(value)
+        for key, value in schema.items()
+        if key not in {"$schema", "const", "propertyNames"}
+    }
+    if "const" in schema:
+        converted["enum"] = [schema["const"]]
+    return converted
+
+
+@extend_schema_field(_openapi_30(plan_json_schema()))
+class PlanDocumentField(serializers.JSONField):
+    """The plan document; the server validates it with guard.plan.validate_plan."""
 
 
 def parse_body(request: Request, *, required: set[str], optional: set[str]) -> dict:
@@ -126,10 +157,35 @@ class PlanCreateView(AgentAPIView):
         request=inline_serializer(
             "PlanDeclaration",
             {
-                "plan": serializers.JSONField(help_text="the plan document, version 1"),
+                "plan": PlanDocumentField(help_text="the plan document, version 1"),
                 "ttl": serializers.IntegerField(required=False, min_value=60, max_value=3600),
             },
         ),
+        examples=[
+            OpenApiExample(
+                "Summarise open issues",
+                request_only=True,
+                value={
+                    "plan": {
+                        "version": 1,
+                        "goal": "Summarise open issues",
+                        "user": "alice@acme.dev",
+                        "steps": [
+                            {
+                                "tool": "github_list_issues",
+                                "args": {"repo": {"eq": "acme/public-app"}},
+                                "maxCalls": 3,
+                            },
+                            {
+                                "tool": "github_get_issue",
+                                "args": {"repo": {"eq": "acme/public-app"}},
+                            },
+                        ],
+                    },
+                    "ttl": 900,
+                },
+            )
+        ],
         responses={
             201: token_response,
             400: PROBLEM,
@@ -221,7 +277,43 @@ class PlanDetailView(AgentAPIView):
     @extend_schema(
         operation_id="plans_read",
         summary="The calling agent's own plan: status, steps, token history",
-        responses={200: OpenApiResponse(description="the plan"), 401: PROBLEM, 404: PROBLEM},
+        responses={
+            200: inline_serializer(
+                "PlanDetail",
+                {
+                    "id": serializers.CharField(help_text="the plan id (ULID)"),
+                    "status": serializers.ChoiceField(choices=Plan.Status.choices),
+                    "goal": serializers.CharField(),
+                    "user": serializers.CharField(help_text="the member's stored e-mail"),
+                    "agent": serializers.CharField(),
+                    "planHash": serializers.CharField(),
+                    "createdAt": serializers.DateTimeField(),
+                    "expiresAt": serializers.DateTimeField(),
+                    "revokedAt": serializers.DateTimeField(allow_null=True),
+                    "role": serializers.CharField(allow_null=True),
+                    "groups": serializers.ListField(child=serializers.CharField()),
+                    "policy": policy_ref,
+                    "steps": serializers.ListField(child=serializers.DictField()),
+                    "tokens": serializers.ListField(
+                        child=inline_serializer(
+                            "PlanTokenRecord",
+                            {
+                                "kind": serializers.ChoiceField(choices=PlanToken.Kind.choices),
+                                "kid": serializers.CharField(),
+                                "issuedAt": serializers.DateTimeField(),
+                                "expiresAt": serializers.DateTimeField(),
+                                "policyVersion": serializers.IntegerField(),
+                                "role": serializers.CharField(allow_null=True),
+                                "groups": serializers.ListField(child=serializers.CharField()),
+                            },
+                        )
+                    ),
+                },
+            ),
+            401: PROBLEM,
+            403: PROBLEM,
+            404: PROBLEM,
+        },
     )
     def get(self, request: Request, plan_id: str) -> Response:
         plan = plan_get_for_agent(agent=request.user, plan_id=plan_id)
@@ -301,7 +393,33 @@ class JwksView(APIView):
     @extend_schema(
         operation_id="keys_jwks",
         summary="Public keys that verify intent tokens (RFC 7517 JWK Set)",
-        responses={200: OpenApiResponse(description="JWK Set"), 304: None},
+        responses={
+            (200, "application/jwk-set+json"): OpenApiResponse(
+                description="JWK Set",
+                response={
+                    "type": "object",
+                    "properties": {
+                        "keys": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "kty": {"type": "string", "enum": ["OKP"]},
+                                    "crv": {"type": "string", "enum": ["Ed25519"]},
+                                    "x": {"type": "string"},
+                                    "kid": {"type": "string"},
+                                    "alg": {"type": "string", "enum": ["EdDSA"]},
+                                    "use": {"type": "string", "enum": ["sig"]},
+                                },
+                                "required": ["kty", "crv", "x", "kid", "alg", "use"],
+                            },
+                        }
+                    },
+                    "required": ["keys"],
+                },
+            ),
+            304: OpenApiResponse(description="Not modified: If-None-Match matched the ETag"),
+        },
     )
     def get(self, request: Request) -> HttpResponse:
         body = json.dumps(jwks_document(), separators=(",", ":"), sort_keys=True).encode()

@@ -1,0 +1,60 @@
+"""OpenAPI post-processing: every refusal is described as the problem+json it really is.
+
+One exception handler (``controlplane.problems``) turns every refusal into RFC 9457
+``application/problem+json``; this hook says so in the schema, once, for every operation:
+each 4xx/5xx response a view declares gets the ``Problem`` schema under that media type, and
+every operation that needs an API key also lists 401 and 429, which authentication and the
+rate limit can answer on any of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlplane.problems import PROBLEM_CONTENT_TYPE, PROBLEMS
+
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "RFC 9457 problem details. Clients read `code`, never the texts.",
+    "properties": {
+        "type": {"type": "string", "description": "urn:plangate:problem:<code>"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "code": {"type": "string", "enum": sorted(PROBLEMS)},
+        "detail": {"type": "string"},
+        "instance": {"type": "string"},
+        "errors": {
+            "type": "array",
+            "description": "each field at fault; an empty path is the body itself",
+            "items": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "detail": {"type": "string"}},
+                "required": ["path", "detail"],
+            },
+        },
+    },
+    "required": ["type", "title", "status", "code", "detail"],
+}
+
+_ALWAYS_POSSIBLE_WITH_A_KEY = {
+    "401": "The API key is missing, unknown, revoked or expired (`invalid_api_key`).",
+    "429": "Rate limit per API key reached (`throttled`); see Retry-After.",
+}
+
+
+def problem_responses(result: dict, generator, request, public) -> dict:
+    """drf-spectacular POSTPROCESSING_HOOKS entry; see the module docstring."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+    content = {PROBLEM_CONTENT_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    for path_item in result.get("paths", {}).values():
+        for operation in path_item.values():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            responses = operation["responses"]
+            if any("bearerAuth" in requirement for requirement in operation.get("security", [])):
+                for status, description in _ALWAYS_POSSIBLE_WITH_A_KEY.items():
+                    responses.setdefault(status, {"description": description})
+            for status, response in responses.items():
+                if status.isdigit() and int(status) >= 400:
+                    response["content"] = content
+    return result

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 from controlplane.problems import DomainError
@@ -71,17 +72,30 @@ def _require_active_agent(agent: Agent) -> None:
 
 
 def _member_for(agent: Agent, email: str) -> Member:
-    member = (
-        Member.objects.select_related("role")
-        .prefetch_related("groups")
-        .filter(team_id=agent.team_id, email__iexact=email.strip())
-        .first()
-    )
-    if member is None:
-        raise DomainError("unknown_user", f"{email} is not a member of this agent's team.")
+    """The member of the agent's team with this e-mail, matched case-insensitively."""
+    # LOWER(email) is the expression the (team, lower(email)) unique index holds, so the
+    # lookup is an index probe on SQLite and PostgreSQL alike (iexact is not), and get()
+    # drops Meta.ordering, which would join the team table for nothing.
+    try:
+        member = (
+            Member.objects.select_related("role")
+            .alias(email_lower=Lower("email"))
+            .get(team_id=agent.team_id, email_lower=email.strip().lower())
+        )
+    except Member.DoesNotExist:
+        raise DomainError(
+            "unknown_user", f"{email} is not a member of this agent's team."
+        ) from None
     if not member.is_active:
         raise DomainError("user_disabled", f"{email} is disabled.")
     return member
+
+
+def _role_and_groups(member: Member) -> tuple[str | None, list[str]]:
+    """The role name and sorted group names a token carries for ``member``."""
+    # One flat query for the names, without Group's Meta.ordering (a join on the team).
+    groups = sorted(member.groups.order_by().values_list("name", flat=True))
+    return (member.role.name if member.role else None), groups
 
 
 def _admitted_policy_version(
@@ -108,17 +122,26 @@ def _admitted_policy_version(
     return version
 
 
+@dataclass(frozen=True)
+class _Signature:
+    token: str
+    kid: str
+    issued_at: datetime
+    expires_at: datetime
+
+
 def _sign(
     *,
     plan: Plan,
-    kind: str,
     member: Member,
     role: str | None,
     groups: list[str],
     version: PolicyVersion,
     ttl: int,
     now: datetime,
-) -> IssuedToken:
+) -> _Signature:
+    """Sign a token for ``plan``. Writes nothing: callers sign before their transaction,
+    so it holds the database's write lock only for the inserts."""
     signer = active_signer()
     issued_at = int(now.timestamp())
     # A token never outlives the plan it carries.
@@ -138,21 +161,39 @@ def _sign(
         "role": role,
         "groups": groups,
     }
-    token = signer.sign(claims)
-    issued = datetime.fromtimestamp(issued_at, tz=UTC)
-    expires = datetime.fromtimestamp(expires_at, tz=UTC)
+    return _Signature(
+        token=signer.sign(claims),
+        kid=signer.kid,
+        issued_at=datetime.fromtimestamp(issued_at, tz=UTC),
+        expires_at=datetime.fromtimestamp(expires_at, tz=UTC),
+    )
+
+
+def _record_token(
+    *,
+    plan: Plan,
+    kind: str,
+    signature: _Signature,
+    role: str | None,
+    groups: list[str],
+    version: PolicyVersion,
+) -> IssuedToken:
     PlanToken.objects.create(
         plan=plan,
         kind=kind,
-        kid=signer.kid,
-        issued_at=issued,
-        expires_at=expires,
+        kid=signature.kid,
+        issued_at=signature.issued_at,
+        expires_at=signature.expires_at,
         policy_version=version,
         role=role,
         groups=groups,
     )
     return IssuedToken(
-        plan=plan, token=token, issued_at=issued, expires_at=expires, policy_version=version
+        plan=plan,
+        token=signature.token,
+        issued_at=signature.issued_at,
+        expires_at=signature.expires_at,
+        policy_version=version,
     )
 
 
@@ -162,33 +203,34 @@ def plan_issue(*, agent: Agent, document: object, ttl: int | None = None) -> Iss
     plan_document = plan_document_validate(document)
     _require_active_agent(agent)
     member = _member_for(agent, plan_document["user"])
-    role = member.role.name if member.role else None
-    groups = member.group_names()
+    role, groups = _role_and_groups(member)
     version = _admitted_policy_version(agent, plan_document, role, groups)
     now = timezone.now()
+    plan = Plan(
+        team_id=agent.team_id,
+        agent=agent,
+        member=member,
+        goal=plan_document["goal"],
+        document=plan_document,
+        hash=plan_hash(plan_document),
+        policy_version=version,
+        role=role,
+        groups=groups,
+        created_at=now,
+        expires_at=now + timedelta(seconds=settings.PLANGATE_PLAN_MAX_AGE),
+    )
+    signature = _sign(
+        plan=plan, member=member, role=role, groups=groups, version=version, ttl=ttl, now=now
+    )
     with transaction.atomic():
-        plan = Plan.objects.create(
-            team_id=agent.team_id,
-            agent=agent,
-            member=member,
-            goal=plan_document["goal"],
-            document=plan_document,
-            hash=plan_hash(plan_document),
-            policy_version=version,
-            role=role,
-            groups=groups,
-            created_at=now,
-            expires_at=now + timedelta(seconds=settings.PLANGATE_PLAN_MAX_AGE),
-        )
-        return _sign(
+        plan.save(force_insert=True)
+        return _record_token(
             plan=plan,
             kind=PlanToken.Kind.ISSUE,
-            member=member,
+            signature=signature,
             role=role,
             groups=groups,
             version=version,
-            ttl=ttl,
-            now=now,
         )
 
 
@@ -240,23 +282,29 @@ def plan_refresh(*, agent: Agent, plan_id: str, token: str, ttl: int | None = No
     if plan.status == Plan.Status.EXPIRED or plan.is_expired(now):
         raise DomainError("plan_expired", "The plan is past its lifetime; declare a new plan.")
     member = _member_for(agent, plan.member.email)
-    role = member.role.name if member.role else None
-    groups = member.group_names()
+    role, groups = _role_and_groups(member)
     version = _admitted_policy_version(agent, plan.document, role, groups)
+    signature = _sign(
+        plan=plan, member=member, role=role, groups=groups, version=version, ttl=ttl, now=now
+    )
     with transaction.atomic():
-        # Re-read under lock: a revocation that lands meanwhile must win.
-        locked = Plan.objects.select_for_update().get(pk=plan.pk)
-        if locked.status == Plan.Status.REVOKED:
+        # Re-read the status under lock: a revocation that lands meanwhile must win, and
+        # the token signed above is then never handed out.
+        status = (
+            Plan.objects.select_for_update()
+            .filter(pk=plan.pk)
+            .values_list("status", flat=True)
+            .get()
+        )
+        if status == Plan.Status.REVOKED:
             raise DomainError("plan_revoked", "The plan was revoked; declare a new plan.")
-        return _sign(
-            plan=locked,
+        return _record_token(
+            plan=plan,
             kind=PlanToken.Kind.REFRESH,
-            member=member,
+            signature=signature,
             role=role,
             groups=groups,
             version=version,
-            ttl=ttl,
-            now=now,
         )
 
 

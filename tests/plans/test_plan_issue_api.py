@@ -14,7 +14,7 @@ from joserfc import jws
 from joserfc.jwk import KeySet as JoseKeySet
 from rest_framework.test import APIClient
 
-from members.models import ApiKey
+from members.models import ApiKey, Member
 from members.services import api_key_revoke
 from plans.models import Plan, PlanToken, SigningKey
 from policies.services import policy_set
@@ -94,6 +94,15 @@ def test_user_is_matched_case_insensitively(agent):
 
     assert response.status_code == 201
     assert claims_of(response.json()["token"])["sub"] == "alice@acme.dev"
+
+
+def test_user_matches_a_member_stored_with_capitals(agent, member):
+    Member.objects.filter(pk=member.pk).update(email="Alice@Acme.DEV")  # an old row
+
+    response = declare(agent.client, plan_document(user="alice@ACME.dev"))
+
+    assert response.status_code == 201, response.content
+    assert claims_of(response.json()["token"])["sub"] == "Alice@Acme.DEV"
 
 
 def test_api_key_last_use_is_recorded(agent):

@@ -1,0 +1,56 @@
+"""Issuance and refresh make a small, fixed number of queries, whatever the plan's size or
+the member's groups (counts, not timings: `make bench` measures time)."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+
+from members.services import member_upsert
+from tests.conftest import plan_document
+
+# API key, member, group names, policy version, signing key, two inserts, and the
+# savepoint pair of the transaction (pytest-django runs each test inside a transaction).
+ISSUE_QUERIES = 9
+# Refresh reads the plan, the key the token names, and the plan's status under lock,
+# instead of inserting the plan.
+REFRESH_QUERIES = 11
+
+
+def many_steps(count: int) -> list[dict]:
+    return [
+        {"tool": f"github_tool_{index}", "args": {"repo": {"eq": "acme/app"}}}
+        for index in range(count)
+    ]
+
+
+@pytest.fixture
+def warmed(agent):
+    """One plan issued first: signing keys exist and the key's last use is recorded, so the
+    counted requests do neither."""
+    response = agent.client.post("/v1/plans", {"plan": plan_document()}, format="json")
+    assert response.status_code == 201
+    cache.clear()
+    return agent
+
+
+@pytest.mark.parametrize("steps", [1, 2, 50])
+def test_issuance_queries_do_not_grow_with_the_plan(warmed, team, django_assert_num_queries, steps):
+    member_upsert(team=team, email="alice@acme.dev", groups=[f"g{n}" for n in range(8)])
+    plan = plan_document(steps=many_steps(steps))
+
+    with django_assert_num_queries(ISSUE_QUERIES):
+        response = warmed.client.post("/v1/plans", {"plan": plan}, format="json")
+
+    assert response.status_code == 201, response.content
+
+
+def test_refresh_queries(warmed, django_assert_num_queries):
+    issued = warmed.client.post("/v1/plans", {"plan": plan_document()}, format="json").json()
+
+    with django_assert_num_queries(REFRESH_QUERIES):
+        response = warmed.client.post(
+            f"/v1/plans/{issued['id']}/refresh", {"token": issued["token"]}, format="json"
+        )
+
+    assert response.status_code == 200, response.content

@@ -1,0 +1,92 @@
+"""Small helpers shared by `bench/run.py` and the `bench/bench_*.py` modules.
+
+Every figure a benchmark prints should sit next to a baseline measured in the same run: the
+machine is shared and noisy, so a ratio says more than an absolute number. Nothing here
+asserts anything; benchmarks print, they never pass or fail on speed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+# Hard ceilings so that no loop can run away, whatever the options say.
+MAX_MICRO_ITERATIONS = 1_000_000
+MAX_MICRO_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class MicroResult:
+    name: str
+    microseconds: float  # median of the batches, per call
+    iterations: int
+
+
+def measure(
+    name: str,
+    function: Callable[[], object],
+    *,
+    seconds: float = 0.5,
+    batches: int = 5,
+    max_iterations: int = 200_000,
+) -> MicroResult:
+    """Median time per call of `function`, in microseconds.
+
+    Runs `batches` batches of roughly `seconds / batches` each (after a short calibration),
+    bounded both by `max_iterations` in total and by a wall-clock ceiling.
+    """
+    seconds = min(seconds, MAX_MICRO_SECONDS)
+    max_iterations = min(max_iterations, MAX_MICRO_ITERATIONS)
+    function()  # warm caches and imports
+    start = time.perf_counter()
+    calibration = 0
+    while calibration < 1000 and time.perf_counter() - start < 0.05:
+        function()
+        calibration += 1
+    per_call = (time.perf_counter() - start) / calibration
+    per_batch = max(1, min(max_iterations // batches, int(seconds / batches / per_call)))
+    samples: list[float] = []
+    deadline = time.perf_counter() + seconds * 2 + 1
+    for _ in range(batches):
+        batch_start = time.perf_counter()
+        for _ in range(per_batch):
+            function()
+        samples.append((time.perf_counter() - batch_start) / per_batch)
+        if time.perf_counter() > deadline:
+            break
+    return MicroResult(name, statistics.median(samples) * 1e6, per_batch * len(samples))
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile of already sorted values; 0.0 for an empty sequence."""
+    if not sorted_values:
+        return 0.0
+    rank = max(0, min(len(sorted_values) - 1, round(fraction * len(sorted_values)) - 1))
+    return sorted_values[rank]
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """A plain aligned table: first column left-aligned, the others right-aligned."""
+    cells = [[str(cell) for cell in row] for row in rows]
+    widths = [
+        max(len(str(headers[column])), *(len(row[column]) for row in cells))
+        for column in range(len(headers))
+    ]
+
+    def line(values: Sequence[str]) -> str:
+        first, *rest = values
+        parts = [first.ljust(widths[0])]
+        parts += [value.rjust(width) for value, width in zip(rest, widths[1:], strict=True)]
+        return "  ".join(parts).rstrip()
+
+    print(line([str(header) for header in headers]))
+    print(line(["-" * width for width in widths]))
+    for row in cells:
+        print(line(row))
+
+
+def heading(title: str) -> None:
+    print()
+    print(f"== {title} ==")

@@ -11,7 +11,6 @@ log must never slow down or stop an agent.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import threading
 from collections import deque
@@ -36,54 +35,8 @@ _EVENT: Final = 0
 _DISPLAY: Final = 1
 
 
-_MAX_SAFE_INTEGER: Final = 2**53 - 1
-_MAX_PLAIN_DEPTH: Final = 32
-
-
-def _plain(value: object, depth: int = 0) -> bool:
-    """True when `value` is JSON whose RFC 8785 form is exactly what `json.dumps` writes
-    with sorted keys: objects whose keys are strings below U+D800 (there, code-point order
-    is UTF-16 order), arrays, strings without lone surrogates, safe integers, booleans and
-    null. Floats are not plain: RFC 8785 writes numbers the ECMAScript way."""
-    kind = type(value)
-    if kind is str:
-        return value.isascii() or _encodable(value)  # type: ignore[union-attr, arg-type]
-    if kind is int:
-        return -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER  # type: ignore[operator]
-    if value is None or kind is bool:
-        return True
-    if depth >= _MAX_PLAIN_DEPTH:
-        return False
-    if kind is dict:
-        for key, item in value.items():  # type: ignore[union-attr]
-            if type(key) is not str or not (key.isascii() or max(key) < "\ud800"):
-                return False
-            if not _plain(item, depth + 1):
-                return False
-        return True
-    if kind is list:
-        return all(_plain(item, depth + 1) for item in value)  # type: ignore[union-attr]
-    return False
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate, which RFC 8785 refuses
-        return False
-    return True
-
-
 def canonical_args(args: object) -> bytes | None:
-    """RFC 8785 canonical JSON of call arguments, or None when they are not JSON.
-
-    The common shapes (string keys, strings, integers, no floats) are written by the C
-    JSON encoder, which produces the same bytes; anything else goes through `rfc8785`.
-    This runs in the reporter thread, but under the GIL it still competes with tool calls.
-    """
-    if _plain(args):
-        text = json.dumps(args, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-        return text.encode("utf-8")
+    """RFC 8785 canonical JSON of call arguments, or None when they are not JSON."""
     try:
         return canonical_json(args)
     except Exception:  # rfc8785 raises several types for values that are not JSON

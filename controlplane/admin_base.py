@@ -95,6 +95,20 @@ def admin_links(objects: Iterable[Any], empty: str = "—") -> str:
     return links or empty
 
 
+class ReadOnlyPermissions:
+    """Nobody adds, changes or deletes these rows in the admin, superusers included: audit
+    records, published versions and credentials change only through their services."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 class PlangateModelAdmin(admin.ModelAdmin):
     """Team-scoped querysets and choices; disallowed actions answer 403."""
 

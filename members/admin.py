@@ -23,6 +23,7 @@ from django.utils.http import urlencode
 from controlplane.admin_base import (
     OneTimeFormToken,
     PlangateModelAdmin,
+    ReadOnlyPermissions,
     admin_link,
     confirm_action,
     datetime_column,
@@ -258,7 +259,7 @@ def _api_key_state(api_key: ApiKey) -> str:
     return "active"
 
 
-class ApiKeyInline(admin.TabularInline):
+class ApiKeyInline(ReadOnlyPermissions, admin.TabularInline):
     model = ApiKey
     extra = 0
     can_delete = False
@@ -269,15 +270,6 @@ class ApiKeyInline(admin.TabularInline):
     expires = datetime_column("expires_at", "expires")
     ordering = ["-created_at"]
     verbose_name_plural = "API keys (the secret is shown once, when created)"
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="prefix")
     def prefix(self, api_key: ApiKey) -> str:
@@ -494,8 +486,9 @@ class ApiKeyStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(PlangateModelAdmin):
-    """Browsable and revocable; created from the agent's page, never edited."""
+class ApiKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
+    """Browsable and revocable; created only from the agent's page ("Create API key" shows
+    the secret once), never edited; revoked keys stay, for the record."""
 
     team_path = "agent__team"
     list_display = [
@@ -519,15 +512,6 @@ class ApiKeyAdmin(PlangateModelAdmin):
     last_used = datetime_column("last_used_at", "last used")
     expires = datetime_column("expires_at", "expires")
     revoked = datetime_column("revoked_at", "revoked")
-
-    def has_add_permission(self, request) -> bool:
-        return False  # only through the agent's "Create API key", which shows it once
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False  # revoked keys stay, for the record
 
     def has_revoke_permission(self, request: HttpRequest, obj=None) -> bool:
         return request.user.has_perm("members.change_apikey")

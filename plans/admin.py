@@ -20,6 +20,7 @@ from django.utils.text import Truncator
 
 from controlplane.admin_base import (
     PlangateModelAdmin,
+    ReadOnlyPermissions,
     TextInputFilter,
     admin_link,
     confirm_action,
@@ -41,17 +42,8 @@ from .models import Plan, PlanEvent, PlanToken, SigningKey
 from .services import plan_revoke
 
 
-class ReadOnlyAdmin(PlangateModelAdmin):
+class ReadOnlyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
     """Audit records: nobody adds, edits or deletes them here."""
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 class MemberEmailFilter(TextInputFilter):

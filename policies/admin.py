@@ -20,6 +20,7 @@ from django.utils.html import format_html, format_html_join
 from controlplane.admin_base import (
     MonospaceJSONTextarea,
     PlangateModelAdmin,
+    ReadOnlyPermissions,
     admin_link,
     admin_links,
     datetime_column,
@@ -281,7 +282,7 @@ class PolicyAdmin(PlangateModelAdmin):
 
 
 @admin.register(PolicyVersion)
-class PolicyVersionAdmin(PlangateModelAdmin):
+class PolicyVersionAdmin(ReadOnlyPermissions, PlangateModelAdmin):
     """Published versions: read-only for everyone, superusers included."""
 
     team_path = "policy__team"
@@ -311,15 +312,6 @@ class PolicyVersionAdmin(PlangateModelAdmin):
     readonly_fields = fields
     show_full_result_count = False
     published = datetime_column("created_at", "published")
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="hash", ordering="hash")
     def short_hash(self, version: PolicyVersion) -> str:

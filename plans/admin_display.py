@@ -278,15 +278,34 @@ class DisplayedPlan:
     html: SafeString | None
 
 
+def _is_removal(message: object) -> bool:
+    update = _session_update(message)
+    return update is not None and update.get("sessionUpdate") == "plan_removed"
+
+
+# How far back to look for the last plan the user saw before a plan_removed.
+_RECENT_UPDATES = 50
+
+
 def displayed_plan(plan: Plan) -> DisplayedPlan:
-    """The latest ACP plan update the agent reported showing its user."""
+    """The latest ACP plan update the agent reported showing its user. When that is a
+    ``plan_removed``, the last plan shown before it follows: the state the user last saw."""
     updates = PlanDisplayUpdate.objects.filter(plan=plan)
-    latest = updates.order_by("-received_at", "-id").first()
-    return DisplayedPlan(
-        total=updates.count(),
-        latest=latest,
-        html=acp_message_html(latest.message) if latest is not None else None,
-    )
+    recent = list(updates.order_by("-received_at", "-id")[:_RECENT_UPDATES])
+    if not recent:
+        return DisplayedPlan(total=0, latest=None, html=None)
+    latest = recent[0]
+    html = acp_message_html(latest.message)
+    if _is_removal(latest.message):
+        shown = next((update for update in recent[1:] if not _is_removal(update.message)), None)
+        if shown is not None:
+            html = format_html(
+                '{}<p class="plangate-note">{}</p>{}',
+                html,
+                "What the user saw last, before the plan was removed:",
+                acp_message_html(shown.message),
+            )
+    return DisplayedPlan(total=updates.count(), latest=latest, html=html)
 
 
 def plan_display_status(plan: Plan, now=None) -> str:

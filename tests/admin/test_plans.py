@@ -256,3 +256,16 @@ def test_the_latest_acp_update_is_the_one_shown(auditor_client, plan):
     html = plan_page(auditor_client, plan)
     assert "removed the plan" in html
     assert "The latest of 2 ACP plan updates" in html
+
+
+def test_after_a_plan_removed_the_last_plan_the_user_saw_is_shown(auditor_client, plan):
+    PlanDisplayUpdate.objects.create(plan=plan, message=ACP_MESSAGES["file"])
+    PlanDisplayUpdate.objects.create(plan=plan, message=ACP_MESSAGES["items as params"])
+    PlanDisplayUpdate.objects.create(plan=plan, message=ACP_MESSAGES["plan_removed"])
+
+    html = plan_page(auditor_client, plan)
+
+    assert "removed the plan" in html
+    assert "What the user saw last" in html
+    assert "List open issues in acme/public-app" in html
+    assert "file:///tmp/plan.md" not in html

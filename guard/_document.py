@@ -72,6 +72,17 @@ def is_valid_unicode(text: str) -> bool:
     return True
 
 
+def text_problem(text: str) -> str | None:
+    """Why `text` cannot stand in a document, or None. Lone surrogates have no canonical
+    form; NUL cannot be stored by PostgreSQL (text or jsonb), so a plan or policy holding
+    one could be validated and then fail on the database."""
+    if "\x00" in text:
+        return "must not contain NUL (\\u0000)"
+    if not is_valid_unicode(text):
+        return "must be valid Unicode (contains a lone surrogate)"
+    return None
+
+
 def check_unknown_keys(
     document: Mapping[object, object], allowed: Iterable[str], path: str, errors: list[FieldError]
 ) -> None:
@@ -96,8 +107,9 @@ def check_string(
     if not isinstance(value, str):
         errors.append(FieldError(path, f"must be a string, not {type_name(value)}"))
         return False
-    if not is_valid_unicode(value):
-        errors.append(FieldError(path, "must be valid Unicode (contains a lone surrogate)"))
+    problem = text_problem(value)
+    if problem is not None:
+        errors.append(FieldError(path, problem))
         return False
     if len(value) < min_length:
         errors.append(FieldError(path, "must not be empty"))
@@ -167,8 +179,9 @@ def _check_literal(
         _check_number_domain(value, path, errors)
         return
     if isinstance(value, str):
-        if not is_valid_unicode(value):
-            errors.append(FieldError(path, "must be valid Unicode (contains a lone surrogate)"))
+        problem = text_problem(value)
+        if problem is not None:
+            errors.append(FieldError(path, problem))
         return
     if isinstance(value, list | Mapping):
         if depth >= MAX_LITERAL_DEPTH:
@@ -182,10 +195,8 @@ def _check_literal(
             item_path = key_path(path, key)
             if not isinstance(key, str):
                 errors.append(FieldError(item_path, "object keys must be strings"))
-            elif not is_valid_unicode(key):
-                errors.append(
-                    FieldError(item_path, "key must be valid Unicode (contains a lone surrogate)")
-                )
+            elif (problem := text_problem(key)) is not None:
+                errors.append(FieldError(item_path, f"key {problem}"))
             _check_literal(item, item_path, errors, depth + 1, nodes)
         return
     errors.append(FieldError(path, f"is not a JSON value ({type_name(value)})"))

@@ -246,7 +246,7 @@ def plan_json_schema() -> dict[str, Any]:
     Self-contained (no `$ref`) so that language-model tool definitions can embed it as is.
     `validate_plan` remains the authority; a few rules are not expressible here: integer
     versions/maxCalls written as 1.0, glob class syntax, RE2 syntax, the size and depth
-    bounds of `eq`/`in` values, and the safe-integer and lone-surrogate checks.
+    bounds of `eq`/`in` values, and the safe-integer, NUL and lone-surrogate checks.
     """
     constraint = _constraint_schema()
     step = {

@@ -54,3 +54,12 @@ def test_wrong_method_is_problem_json(db, client):
 
     assert response.status_code == 405
     assert response.json()["code"] == "method_not_allowed"
+
+
+def test_nul_in_an_api_url_is_a_400_problem(db, client):
+    for url in ("/v1/plans/%00", "/v1/keys/jwks?x=%00", "/healthz?%00=1"):
+        response = client.get(url)
+
+        assert response.status_code == 400, url
+        assert response["Content-Type"] == "application/problem+json"
+        assert response.json()["code"] == "invalid_request"

@@ -12,13 +12,22 @@ safe_integers = st.integers(min_value=-MAX_SAFE_INTEGER, max_value=MAX_SAFE_INTE
 finite_floats = st.floats(allow_nan=False, allow_infinity=False)
 numbers = safe_integers | finite_floats
 
-json_scalars = st.none() | st.booleans() | safe_integers | finite_floats | st.text(max_size=20)
+# Text a validated document may hold: any Unicode but NUL, which no database column takes.
+document_characters = st.characters(codec="utf-8", exclude_characters="\x00")
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | safe_integers
+    | finite_floats
+    | st.text(document_characters, max_size=20)
+)
 
 # JSON values a validated document may hold: they survive RFC 8785 canonicalisation.
 json_values = st.recursive(
     json_scalars,
     lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(document_characters, max_size=8), children, max_size=4)
     ),
     max_leaves=12,
 )
@@ -44,7 +53,7 @@ wild_values = st.recursive(
 )
 
 tool_names = st.from_regex(r"[a-zA-Z0-9_-]{1,64}", fullmatch=True)
-argument_names = st.text(min_size=1, max_size=12)
+argument_names = st.text(document_characters, min_size=1, max_size=12)
 glob_patterns = st.text(alphabet="ab/-*?", max_size=10)
 simple_regexes = st.sampled_from(["a+", "[a-z]*", "acme/.*", "(a|b)+c?", "", "x{2,3}"])
 
@@ -87,7 +96,7 @@ def plans(draw: st.DrawFn, max_steps: int = 8) -> dict[str, Any]:
     """Valid plan documents, with optional fields present or not."""
     return {
         "version": 1,
-        "goal": draw(st.text(min_size=1, max_size=40).filter(str.strip)),
+        "goal": draw(st.text(document_characters, min_size=1, max_size=40).filter(str.strip)),
         "user": draw(emails),
         "steps": draw(st.lists(steps(), min_size=1, max_size=max_steps)),
     }

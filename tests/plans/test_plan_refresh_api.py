@@ -254,14 +254,23 @@ def test_unknown_plan_is_not_found(agent):
     )
 
 
-@pytest.mark.parametrize("plan_id", ["%00", "a%00b", "01arz3ndektsv4rrffq69g5fav", "x" * 26])
+@pytest.mark.parametrize("plan_id", ["01arz3ndektsv4rrffq69g5fav", "x" * 26, "01ARZ3NDEK"])
 def test_plan_id_that_is_not_a_ulid_is_not_found(agent, plan_id):
-    # "%00" reached PostgreSQL, which refuses NUL in text: found by tests/api_fuzz.
     issued = declare(agent)
 
     assert_problem(refresh(agent, plan_id, issued["token"]), 404, "plan_not_found")
     response = agent.client.get(f"/v1/plans/{plan_id}")
     assert_problem(response, 404, "plan_not_found")
+
+
+@pytest.mark.parametrize("plan_id", ["%00", "a%00b"])
+def test_plan_id_holding_nul_is_bad_input(agent, plan_id):
+    # "%00" once reached PostgreSQL, which refuses NUL in text: found by tests/api_fuzz.
+    issued = declare(agent)
+
+    assert_problem(refresh(agent, plan_id, issued["token"]), 400, "invalid_request")
+    assert_problem(agent.client.get(f"/v1/plans/{plan_id}"), 400, "invalid_request")
+    assert PlanToken.objects.count() == 1
 
 
 def test_refresh_body_must_carry_a_string_token(agent):

@@ -34,7 +34,7 @@ expected, a string with lone surrogates for a regex, ...) simply does not match.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Final
 
@@ -58,6 +58,7 @@ __all__ = [
     "MAX_PATTERN_LENGTH",
     "OPERATORS",
     "ArgsMatcher",
+    "EqIndex",
     "GlobSyntaxError",
     "Matcher",
     "compile_args",
@@ -496,3 +497,74 @@ def compile_args(args: Mapping[str, Any]) -> ArgsMatcher:
             return False
 
     return match_all
+
+
+# --- narrowing many argument patterns at once -----------------------------------------------
+
+
+class EqIndex:
+    """Which of several ``args`` patterns a call can possibly satisfy, by one dict lookup.
+
+    Built over ``(position, args)`` entries in their order (plan steps naming one tool, or
+    the policy rules concerning one tool), it picks the argument that most entries pin with
+    ``eq`` to a scalar. An entry pinned that way can only match a call whose value for that
+    argument is JSON-equal to the pinned one; so the candidates for a call are the entries
+    pinned to its value plus every entry that does not pin the argument so, in their
+    original order. Candidates still have to be matched in full: the index only skips
+    entries that cannot match, which keeps a decision cheap when fifty steps (or a hundred
+    rules) name the same tool.
+    """
+
+    # Below this a straight scan costs about as much as the lookup.
+    MIN_ENTRIES: Final = 8
+
+    __slots__ = ("_by_key", "_name", "_others")
+
+    def __init__(
+        self, name: str, by_key: dict[tuple[str, Any], tuple[int, ...]], others: tuple[int, ...]
+    ) -> None:
+        self._name = name
+        self._by_key = by_key
+        self._others = others
+
+    @classmethod
+    def build(cls, entries: Sequence[tuple[int, Mapping[str, Any] | None]]) -> EqIndex | None:
+        """An index over validated ``args`` objects, or None when none would help."""
+        if len(entries) < cls.MIN_ENTRIES:
+            return None
+        counts: dict[str, int] = {}
+        for _, args in entries:
+            for name, constraint in (args or {}).items():
+                if "eq" in constraint and _scalar_key(constraint["eq"]) is not None:
+                    counts[name] = counts.get(name, 0) + 1
+        if not counts:
+            return None
+        name = max(counts, key=counts.__getitem__)
+        if counts[name] * 2 < len(entries):
+            return None
+        pinned: dict[tuple[str, Any], list[int]] = {}
+        others: list[int] = []
+        for position, args in entries:
+            constraint = (args or {}).get(name)
+            key = _scalar_key(constraint["eq"]) if constraint and "eq" in constraint else None
+            if key is None:
+                others.append(position)
+            else:
+                pinned.setdefault(key, []).append(position)
+        by_key = {key: tuple(sorted([*positions, *others])) for key, positions in pinned.items()}
+        return cls(name, by_key, tuple(others))
+
+    def candidates(self, call_args: Any) -> tuple[int, ...]:
+        """Positions, in order, of the entries `call_args` may satisfy. Never raises."""
+        try:
+            if type(call_args) is not dict and not isinstance(call_args, Mapping):
+                return self._others
+            value = call_args.get(self._name, _MISSING)
+            if value is _MISSING:
+                return self._others
+            key = _scalar_key(value)
+            if key is None:
+                return self._others
+            return self._by_key.get(key, self._others)
+        except Exception:  # a hostile Mapping or an unhashable oddity: scan what may match
+            return self._others

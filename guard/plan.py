@@ -23,6 +23,7 @@ from guard.constraints import (
     MAX_IN_MEMBERS,
     MAX_PATTERN_LENGTH,
     ArgsMatcher,
+    EqIndex,
     compile_args,
     validate_args,
 )
@@ -327,7 +328,15 @@ class CompiledPlan:
     `choose_step` which matching step a call counts against.
     """
 
-    __slots__ = ("_candidates", "_matchers", "max_calls", "plan", "required_steps", "tools")
+    __slots__ = (
+        "_candidates",
+        "_indexes",
+        "_matchers",
+        "max_calls",
+        "plan",
+        "required_steps",
+        "tools",
+    )
 
     def __init__(self, plan: Mapping[str, Any]) -> None:
         self.plan = plan
@@ -343,6 +352,12 @@ class CompiledPlan:
             tool: tuple(indexes) for tool, indexes in candidates.items()
         }
         self._matchers: tuple[ArgsMatcher | None, ...] = tuple(matchers)
+        # Many steps for one tool: narrow them by an argument they pin with `eq`.
+        self._indexes: dict[str, EqIndex] = {}
+        for tool, indexes in self._candidates.items():
+            index = EqIndex.build([(step, steps[step].get("args")) for step in indexes])
+            if index is not None:
+                self._indexes[tool] = index
         self.max_calls: tuple[int, ...] = tuple(
             step.get("maxCalls", DEFAULT_MAX_CALLS) for step in steps
         )
@@ -369,6 +384,9 @@ class CompiledPlan:
             return []
         if not indexes:
             return []
+        narrowing = self._indexes.get(tool)
+        if narrowing is not None:
+            indexes = narrowing.candidates(args)
         matchers = self._matchers
         matching = []
         for index in indexes:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from guard._document import (
     check_integer,
@@ -33,6 +33,7 @@ from guard._document import (
 from guard.canonical import sha256_hex
 from guard.constraints import (
     ArgsMatcher,
+    EqIndex,
     GlobSyntaxError,
     compile_args,
     compile_glob,
@@ -266,6 +267,7 @@ class _Rule:
     deny: bool
     tools: tuple[Callable[[Any], bool], ...]
     args: ArgsMatcher | None  # None: the rule pins no argument
+    pinned: Mapping[str, Any] | None  # the validated ``args`` the matcher was compiled from
     max_calls: int | None
     label: str
 
@@ -300,6 +302,7 @@ def _applicable_rules(
                 deny=rule["effect"] == "deny",
                 tools=tuple(compile_glob(glob) for glob in rule["tools"]),
                 args=compile_args(args) if args else None,
+                pinned=args or None,
                 max_calls=rule.get("maxCalls"),
                 label=_label(rule),
             )
@@ -363,6 +366,32 @@ def evaluate_plan(
 
 _NOT_A_TOOL_NAME = PolicyDecision(False, None, "the tool name is not a string")
 
+_RuleMatchers = tuple[tuple[ArgsMatcher | None, PolicyDecision], ...]
+
+
+class _ToolRules(NamedTuple):
+    """The rules concerning one tool for one member, denies and allows in policy order,
+    each with an optional index narrowing them by an argument pinned with ``eq``."""
+
+    denies: _RuleMatchers
+    deny_index: EqIndex | None
+    allows: _RuleMatchers
+    allow_index: EqIndex | None
+
+
+def _first_match(rules: _RuleMatchers, index: EqIndex | None, args: Any) -> PolicyDecision | None:
+    """The decision of the first rule whose arguments `args` satisfy, in policy order."""
+    if index is None:
+        for matcher, decision in rules:
+            if matcher is None or matcher(args):
+                return decision
+        return None
+    for position in index.candidates(args):
+        matcher, decision = rules[position]
+        if matcher is None or matcher(args):
+            return decision
+    return None
+
 
 class CompiledPolicy:
     """A validated policy bound to one member (role and groups), for call decisions.
@@ -385,37 +414,27 @@ class CompiledPolicy:
             self._default = PolicyDecision(True, None, "the policy default allows this call")
         else:
             self._default = PolicyDecision(False, None, "no allow rule admits this call")
-        self._by_tool: dict[
-            str,
-            tuple[
-                tuple[tuple[ArgsMatcher | None, PolicyDecision], ...],
-                tuple[tuple[ArgsMatcher | None, PolicyDecision], ...],
-            ],
-        ] = {}
+        self._by_tool: dict[str, _ToolRules] = {}
 
-    def _resolve(
-        self, tool: str
-    ) -> tuple[
-        tuple[tuple[ArgsMatcher | None, PolicyDecision], ...],
-        tuple[tuple[ArgsMatcher | None, PolicyDecision], ...],
-    ]:
+    def _resolve(self, tool: str) -> _ToolRules:
         denies = []
+        deny_args = []
         allows = []
+        allow_args = []
         for rule in self._rules:
             if not rule.concerns(tool):
                 continue
             if rule.deny:
-                denies.append(
-                    (
-                        rule.args,
-                        PolicyDecision(False, rule.index, f"{rule.label} forbids this call"),
-                    )
-                )
+                reason = f"{rule.label} forbids this call"
+                denies.append((rule.args, PolicyDecision(False, rule.index, reason)))
+                deny_args.append((len(deny_args), rule.pinned))
             else:
-                allows.append(
-                    (rule.args, PolicyDecision(True, rule.index, f"{rule.label} admits this call"))
-                )
-        entry = (tuple(denies), tuple(allows))
+                reason = f"{rule.label} admits this call"
+                allows.append((rule.args, PolicyDecision(True, rule.index, reason)))
+                allow_args.append((len(allow_args), rule.pinned))
+        entry = _ToolRules(
+            tuple(denies), EqIndex.build(deny_args), tuple(allows), EqIndex.build(allow_args)
+        )
         if len(self._by_tool) < MAX_CACHED_TOOLS:
             self._by_tool[tool] = entry
         return entry
@@ -430,11 +449,7 @@ class CompiledPolicy:
             if not isinstance(tool, str):
                 return _NOT_A_TOOL_NAME
             entry = self._resolve(tool)
-        denies, allows = entry
-        for matcher, decision in denies:
-            if matcher is None or matcher(args):
-                return decision
-        for matcher, decision in allows:
-            if matcher is None or matcher(args):
-                return decision
-        return self._default
+        decision = _first_match(entry.denies, entry.deny_index, args)
+        if decision is None:
+            decision = _first_match(entry.allows, entry.allow_index, args)
+        return decision if decision is not None else self._default

@@ -1,0 +1,108 @@
+"""EqIndex narrows many steps or rules for one tool; decisions must not change by it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from guard.constraints import EqIndex, compile_args
+from guard.plan import CompiledPlan, validate_plan
+from guard.policy import CompiledPolicy, PolicyDecision, validate_policy
+
+# Values chosen to collide in every way JSON equality cares about: 1 and 1.0 are equal,
+# true and 1 are not, "1" is a string.
+pinned_values = st.sampled_from(["a", "b", "1", 1, 1.0, 2, True, False, None])
+call_values = pinned_values | st.sampled_from([[1], {"a": 1}, 1.5, "c", float("nan")])
+
+pinned_patterns = st.one_of(
+    st.builds(lambda value: {"repo": {"eq": value}}, pinned_values),
+    st.builds(
+        lambda value, limit: {"repo": {"eq": value}, "n": {"lte": limit}},
+        pinned_values,
+        st.integers(0, 3),
+    ),
+)
+args_patterns = st.one_of(
+    pinned_patterns,
+    st.just({"repo": {"glob": "a*"}}),
+    st.just({"repo": {"in": [1, "b"]}}),
+    st.just({"other": {"eq": "x"}}),
+    st.just({}),
+)
+# At least half the patterns pin `repo` with `eq`, so the index is built (and shuffled, so
+# the pinned ones are not all first).
+indexed_patterns = st.tuples(
+    st.lists(pinned_patterns, min_size=8, max_size=20), st.lists(args_patterns, max_size=8)
+).flatmap(lambda lists: st.permutations(lists[0] + lists[1]))
+any_patterns = indexed_patterns | st.lists(args_patterns, min_size=1, max_size=20)
+
+calls = st.one_of(
+    st.dictionaries(
+        st.sampled_from(["repo", "n", "other"]),
+        call_values | st.integers(0, 4),
+        max_size=3,
+    ),
+    st.just([]),
+    st.just("repo"),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(patterns=any_patterns, call=calls)
+def test_a_plan_matches_the_same_steps_with_and_without_the_index(patterns, call):
+    plan = validate_plan(
+        {
+            "version": 1,
+            "goal": "g",
+            "user": "a@b.co",
+            "steps": [{"tool": "t", "args": args} for args in patterns],
+        }
+    )
+    expected = [index for index, args in enumerate(patterns) if compile_args(args)(call)]
+
+    assert CompiledPlan(plan).matching_steps("t", call) == expected
+
+
+def naive_decision(rules: list[dict[str, Any]], call: Any, default: str) -> tuple[bool, int | None]:
+    for effect in ("deny", "allow"):
+        for index, rule in enumerate(rules):
+            if rule["effect"] == effect and compile_args(rule.get("args", {}))(call):
+                return effect == "allow", index
+    return default == "allow", None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    patterns=any_patterns.flatmap(
+        lambda args: st.tuples(
+            *(st.tuples(st.sampled_from(["allow", "deny"]), st.just(a)) for a in args)
+        )
+    ),
+    default=st.sampled_from(["allow", "deny"]),
+    call=calls,
+)
+def test_a_policy_decides_the_same_with_and_without_the_index(patterns, default, call):
+    rules = [
+        {"effect": effect, "tools": ["t"], **({"args": args} if args else {})}
+        for effect, args in patterns
+    ]
+    policy = validate_policy({"version": 1, "default": default, "rules": rules})
+
+    decision: PolicyDecision = CompiledPolicy(policy, role=None, groups=()).decide("t", call)
+
+    assert (decision.allowed, decision.rule) == naive_decision(rules, call, default)
+
+
+def test_the_index_is_built_only_where_it_helps():
+    pinned = [(index, {"repo": {"eq": f"r{index}"}}) for index in range(10)]
+
+    assert EqIndex.build(pinned[:7]) is None  # too few to be worth it
+    assert EqIndex.build([(index, {"repo": {"glob": "*"}}) for index in range(10)]) is None
+    index = EqIndex.build(pinned)
+    assert index is not None
+    assert index.candidates({"repo": "r3"}) == (3,)
+    assert index.candidates({"repo": "nope"}) == ()
+    assert index.candidates({"other": 1}) == ()
+    assert index.candidates("not an object") == ()

@@ -25,7 +25,7 @@ NEEDS_POSTGRES = (
 NEEDS_REDIS = "needs Redis (CELERY_BROKER_URL=redis://...)"
 
 
-def test_database_url() -> str:
+def subprocess_database_url() -> str:
     """DATABASE_URL of the database this test runs on (pytest-django's test database)."""
     params = connection.settings_dict
     user = quote(params["USER"] or "", safe="")
@@ -43,7 +43,7 @@ def process_env(**overrides: str) -> dict[str, str]:
     env["PYTHONPATH"] = str(ROOT)
     env.pop("PLANGATE_ENV_FILE", None)
     if IS_POSTGRES:
-        env["DATABASE_URL"] = test_database_url()
+        env["DATABASE_URL"] = subprocess_database_url()
     env.update(overrides)
     return env
 

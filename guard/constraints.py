@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Final
 
 import re2
@@ -174,8 +174,12 @@ def _class_to_re2(body: str, negate: bool, start: int) -> str:
     return "[" + ("^" if negate else "") + "".join(items) + "]"
 
 
+@lru_cache(maxsize=1024)
 def glob_to_re2(pattern: str) -> str:
     """Translate a glob into an RE2 pattern for a whole-string match.
+
+    Cached: a plan or policy repeats its patterns, and validation and compilation both
+    translate them (a refused pattern raises each time; errors are not cached).
 
     Raises GlobSyntaxError for an unterminated ``[`` or a reversed range like ``[z-a]``.
     """

@@ -13,9 +13,10 @@ from typing import Final
 
 import rfc8785
 
+from guard._document import MAX_SAFE_INTEGER
+
 __all__ = ["canonical_json", "sha256_hex"]
 
-_MAX_SAFE_INTEGER: Final = 2**53 - 1
 _MAX_PLAIN_DEPTH: Final = 32
 
 
@@ -28,7 +29,7 @@ def _plain(value: object, depth: int = 0) -> bool:
     if kind is str:
         return value.isascii() or _encodable(value)  # type: ignore[union-attr, arg-type]
     if kind is int:
-        return -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER  # type: ignore[operator]
+        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER  # type: ignore[operator]
     if value is None or kind is bool:
         return True
     if depth >= _MAX_PLAIN_DEPTH:

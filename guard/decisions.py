@@ -20,3 +20,10 @@ class Decision(StrEnum):
 
 
 DECISION_CODES: frozenset[str] = frozenset(code.value for code in Decision)
+
+# Limits of one batch posted to POST /v1/plans/{id}/events: the server refuses more, the
+# guard's reporter never sends more.
+MAX_EVENTS_PER_BATCH = 500
+MAX_DISPLAY_UPDATES_PER_BATCH = 50
+MAX_EVENT_TOOL_LENGTH = 200
+MAX_EVENT_REASON_LENGTH = 500

@@ -20,16 +20,17 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from guard.canonical import canonical_json
+from guard.decisions import (
+    MAX_DISPLAY_UPDATES_PER_BATCH,
+    MAX_EVENT_REASON_LENGTH,
+    MAX_EVENT_TOOL_LENGTH,
+    MAX_EVENTS_PER_BATCH,
+)
 
 __all__ = ["DecisionReporter", "ReporterStats", "args_digest"]
 
 logger = logging.getLogger(__name__)
 
-# The events endpoint's limits (plans/services.py): keep every batch acceptable.
-MAX_EVENTS_PER_BATCH: Final = 500
-MAX_DISPLAY_UPDATES_PER_BATCH: Final = 50
-MAX_TOOL_LENGTH: Final = 200
-MAX_REASON_LENGTH: Final = 500
 
 _EVENT: Final = 0
 _DISPLAY: Final = 1
@@ -56,7 +57,7 @@ def _timestamp(at: float) -> str:
 
 def _tool_text(tool: object) -> str:
     text = tool if isinstance(tool, str) else repr(tool)
-    return (text or "(empty)")[:MAX_TOOL_LENGTH]
+    return (text or "(empty)")[:MAX_EVENT_TOOL_LENGTH]
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,7 @@ class DecisionReporter:
         if step is not None:
             event["step"] = step
         if reason:
-            event["reason"] = reason[:MAX_REASON_LENGTH]
+            event["reason"] = reason[:MAX_EVENT_REASON_LENGTH]
         digest = args_digest(args)
         if digest is not None:
             event["argsDigest"] = digest

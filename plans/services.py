@@ -18,7 +18,14 @@ from django.db.models.functions import Lower
 from django.utils import timezone
 
 from controlplane.problems import DomainError
-from guard.decisions import DECISION_CODES, Decision
+from guard.decisions import (
+    DECISION_CODES,
+    MAX_DISPLAY_UPDATES_PER_BATCH,
+    MAX_EVENT_REASON_LENGTH,
+    MAX_EVENT_TOOL_LENGTH,
+    MAX_EVENTS_PER_BATCH,
+    Decision,
+)
 from guard.errors import DocumentInvalid, FieldError, TokenInvalid
 from guard.plan import plan_hash, validate_plan
 from guard.policy import evaluate_plan
@@ -345,8 +352,6 @@ def plans_expire(*, now: datetime | None = None) -> int:
     ).update(status=Plan.Status.EXPIRED)
 
 
-MAX_EVENTS_PER_BATCH = 500
-MAX_DISPLAY_UPDATES_PER_BATCH = 50
 MAX_DISPLAY_UPDATE_BYTES = 64 * 1024
 _EVENT_KEYS = {"at", "tool", "decision", "step", "reason", "argsDigest", "args"}
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
@@ -382,8 +387,12 @@ def _validate_event(event: object, path: str, steps: int, errors: list[FieldErro
     )
     occurred_at = _parse_time(event.get("at"), f"{path}.at", errors) if "at" in event else None
     tool = event.get("tool")
-    if "tool" in event and not (isinstance(tool, str) and 1 <= len(tool) <= 200):
-        errors.append(FieldError(f"{path}.tool", "expected a tool name of 1 to 200 characters"))
+    if "tool" in event and not (isinstance(tool, str) and 1 <= len(tool) <= MAX_EVENT_TOOL_LENGTH):
+        errors.append(
+            FieldError(
+                f"{path}.tool", f"expected a tool name of 1 to {MAX_EVENT_TOOL_LENGTH} characters"
+            )
+        )
     decision = event.get("decision")
     if "decision" in event and decision not in DECISION_CODES:
         errors.append(
@@ -399,8 +408,13 @@ def _validate_event(event: object, path: str, steps: int, errors: list[FieldErro
             FieldError(f"{path}.step", "an allowed call names the step it counts against")
         )
     reason = event.get("reason", "")
-    if not isinstance(reason, str) or len(reason) > 500:
-        errors.append(FieldError(f"{path}.reason", "expected a string of at most 500 characters"))
+    if not isinstance(reason, str) or len(reason) > MAX_EVENT_REASON_LENGTH:
+        errors.append(
+            FieldError(
+                f"{path}.reason",
+                f"expected a string of at most {MAX_EVENT_REASON_LENGTH} characters",
+            )
+        )
     digest = event.get("argsDigest", "")
     if not isinstance(digest, str) or (digest and not _DIGEST.match(digest)):
         errors.append(FieldError(f"{path}.argsDigest", "expected a lowercase hex SHA-256"))

@@ -299,6 +299,10 @@ class SigningKeyAdmin(ReadOnlyAdmin):
     revoked = datetime_column("revoked_at", "revoked")
 
     def has_manage_permission(self, request: HttpRequest, obj=None) -> bool:
+        """Rotating or revoking a key reaches every team's agents, so ``change_signingkey``
+        is held by superusers and "Key operators" only, never by a team role
+        (members/migrations/0004_key_operators.py). Read by the rotate view, the revoke
+        action and the buttons alike."""
         return request.user.has_perm("plans.change_signingkey")
 
     def object_action_available(self, obj: SigningKey, action_name: str) -> bool:

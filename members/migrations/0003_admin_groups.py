@@ -3,8 +3,9 @@
 Auditors hold only view permissions. Team admins manage members, roles, groups, agents,
 API keys and policies; on audit records they hold one change permission each, which the
 admin reads as "may run the action": ``change_apikey`` revokes a key, ``change_plan``
-revokes a plan, ``change_signingkey`` rotates and revokes signing keys. The admin shows
-audit records read-only to everyone, whatever their permissions.
+revokes a plan. The admin shows audit records read-only to everyone, whatever their
+permissions. Rotating and revoking the signing keys every team shares
+(``change_signingkey``) belongs to "Key operators" (0004_key_operators).
 
 Assigning a person to a team (``Team.staff``) and creating users stays with superusers.
 """
@@ -31,7 +32,7 @@ TEAM_ADMIN_WRITES = {
         "apikey": ["add", "change"],
     },
     "policies": {"policy": ["add", "change"]},
-    "plans": {"plan": ["change"], "signingkey": ["change"]},
+    "plans": {"plan": ["change"]},
 }
 
 

@@ -17,6 +17,7 @@ from tests.conftest import plan_document
 
 TEAM_ADMINS = "Team admins"
 AUDITORS = "Auditors"
+KEY_OPERATORS = "Key operators"
 PASSWORD = "correct horse battery staple"
 
 
@@ -24,6 +25,7 @@ def ensure_admin_groups() -> None:
     """The groups come from a data migration; a transactional test's flush removes them
     for the tests that follow, so put them back with the migration's own function."""
     importlib.import_module("members.migrations.0003_admin_groups").grant(Group, Permission)
+    importlib.import_module("members.migrations.0004_key_operators").grant(Group, Permission)
 
 
 @pytest.fixture(autouse=True)
@@ -59,6 +61,17 @@ def team_admin(team) -> User:
 @pytest.fixture
 def auditor(team) -> User:
     return make_staff("audrey", group=AUDITORS, teams=[team])
+
+
+@pytest.fixture
+def key_operator(db) -> User:
+    """Rotates and revokes the signing keys every team shares; no team of their own."""
+    return make_staff("kim", group=KEY_OPERATORS, teams=[])
+
+
+@pytest.fixture
+def key_operator_client(key_operator) -> Client:
+    return logged_in(key_operator)
 
 
 @pytest.fixture

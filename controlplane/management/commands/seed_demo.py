@@ -1,4 +1,10 @@
-"""Seed a demo team for `make run`: an admin, members, a policy, an agent and a fresh API key."""
+"""Seed a demo team for `make run`: an admin, members, a policy, an agent and a fresh API key.
+
+Every start runs it, so it only creates what is missing and never changes what exists: an
+admin's edits (a new policy version, a disabled member, a changed password) survive a
+restart. The one thing each start renews is the demo agent's "make run" API key: the new
+key is printed and the key printed by the previous start is revoked.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +12,20 @@ import os
 import secrets
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import check_password
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from members.models import Agent
-from members.services import agent_create, api_key_create, member_upsert, team_get_or_create
+from members.models import Agent, ApiKey, Member, Team
+from members.services import (
+    agent_create,
+    api_key_create,
+    api_key_revoke,
+    member_upsert,
+    team_get_or_create,
+)
+from policies.models import Policy
+from policies.selectors import policy_active_version
 from policies.services import policy_set
 
 DEMO_POLICY = {
@@ -41,63 +56,95 @@ DEMO_POLICY = {
     ],
 }
 DEMO_MEMBER = "alice@acme.dev"
+DEMO_MEMBERS = [
+    {"email": DEMO_MEMBER, "name": "Alice Example", "role": "engineer", "groups": ["platform"]},
+    {
+        "email": "sam@acme.dev",
+        "name": "Sam Oncall",
+        "role": "sre",
+        "groups": ["oncall", "platform"],
+    },
+]
+DEMO_POLICY_SLUG = "default"
+DEMO_AGENT = "demo-agent"
+API_KEY_NAME = "make run"
 
 
 class Command(BaseCommand):
-    help = "Create (or top up) the demo team and print credentials and a fresh API key."
+    help = (
+        "Create the demo team's missing objects (existing ones are left as they are), print "
+        "the credentials and a fresh API key, and revoke the key printed by the previous run."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--admin-user", default="admin")
         parser.add_argument(
             "--admin-password",
             default=os.environ.get("PLANGATE_DEMO_ADMIN_PASSWORD"),
-            help="defaults to $PLANGATE_DEMO_ADMIN_PASSWORD, else a random one",
+            help="for a newly created admin; defaults to $PLANGATE_DEMO_ADMIN_PASSWORD, "
+            "else a random one",
         )
         parser.add_argument("--base-url", default="http://localhost:8000")
 
     def handle(self, *args, admin_user: str, admin_password: str | None, base_url: str, **kw):
-        password = admin_password or secrets.token_urlsafe(12)
         with transaction.atomic():
             team = team_get_or_create(slug="default", name="Acme")
-            user_model = get_user_model()
-            admin = user_model.objects.filter(username=admin_user).first()
-            if admin is None:
-                admin = user_model.objects.create_superuser(admin_user, "admin@acme.dev", password)
-            else:
-                admin.set_password(password)
-                admin.save(update_fields=["password"])
-            team.staff.add(admin)
-            member_upsert(
-                team=team,
-                email=DEMO_MEMBER,
-                name="Alice Example",
-                role="engineer",
-                groups=["platform"],
-                is_active=True,
+            password_line = self._admin_get_or_create(team, admin_user, admin_password)
+            for member in DEMO_MEMBERS:
+                if not Member.objects.filter(team=team, email__iexact=member["email"]).exists():
+                    member_upsert(team=team, is_active=True, **member)
+            agent = (
+                Agent.objects.select_related("policy").filter(team=team, name=DEMO_AGENT).first()
             )
-            member_upsert(
-                team=team,
-                email="sam@acme.dev",
-                name="Sam Oncall",
-                role="sre",
-                groups=["oncall", "platform"],
-                is_active=True,
-            )
-            version = policy_set(
-                team=team,
-                slug="default",
-                document=DEMO_POLICY,
-                comment="demo policy",
-                created_by="seed_demo",
-                description="What the demo agent may do",
-            )
-            agent = Agent.objects.filter(team=team, name="demo-agent").first()
             if agent is None:
-                agent = agent_create(team=team, name="demo-agent", policy=version.policy)
-            _, plaintext = api_key_create(agent=agent, name="make run")
+                agent = agent_create(team=team, name=DEMO_AGENT, policy=_demo_policy(team))
+            version = policy_active_version(policy=agent.policy)
+            plaintext = _api_key_renew(agent)
         base = base_url.rstrip("/")
-        self.stdout.write(f"Admin: {base}/admin/  user: {admin_user}  password: {password}")
+        self.stdout.write(f"Admin: {base}/admin/  user: {admin_user}  password: {password_line}")
         self.stdout.write(f"API docs: {base}/v1/docs")
-        self.stdout.write(f"Agent: demo-agent ({agent.id}), policy default v{version.number}")
+        self.stdout.write(
+            f"Agent: {agent.name} ({agent.id}), policy {agent.policy.slug} "
+            f"v{version.number if version else '?'}"
+        )
         self.stdout.write(f"API key: {plaintext}")
         self.stdout.write(f"Demo member: {DEMO_MEMBER}")
+
+    def _admin_get_or_create(self, team: Team, username: str, password: str | None) -> str:
+        """Create the admin if missing; return what to print after "password:"."""
+        user_model = get_user_model()
+        admin = user_model.objects.filter(username=username).first()
+        if admin is None:
+            password = password or secrets.token_urlsafe(12)
+            admin = user_model.objects.create_superuser(username, "admin@acme.dev", password)
+            team.staff.add(admin)
+            return password
+        # An existing admin keeps its password: it may have been changed on purpose.
+        if password is None:
+            return "(unchanged: the one set when this admin was created)"
+        if check_password(password, admin.password):
+            return password
+        return f"{password} (from var/local.env; it has been changed since, use the new one)"
+
+
+def _demo_policy(team: Team) -> Policy:
+    """The team's demo policy, published as version 1 only when it does not exist yet."""
+    policy = Policy.objects.filter(team=team, slug=DEMO_POLICY_SLUG).first()
+    if policy is not None:
+        return policy
+    return policy_set(
+        team=team,
+        slug=DEMO_POLICY_SLUG,
+        document=DEMO_POLICY,
+        comment="demo policy",
+        created_by="seed_demo",
+        description="What the demo agent may do",
+    ).policy
+
+
+def _api_key_renew(agent: Agent) -> str:
+    """A new "make run" key; the ones earlier runs printed stop working."""
+    for earlier in ApiKey.objects.filter(agent=agent, name=API_KEY_NAME, revoked_at__isnull=True):
+        api_key_revoke(api_key=earlier)
+    _, plaintext = api_key_create(agent=agent, name=API_KEY_NAME)
+    return plaintext

@@ -128,11 +128,15 @@ def _parse_header(segment: str) -> dict[str, Any]:
     return _json_object(_b64url_decode(segment, "header"), "header", reject_duplicates=True)
 
 
-def _parse_payload(segment: str) -> dict[str, Any]:
+def _payload_object(data: bytes) -> dict[str, Any]:
     # No duplicate-member check here: the payload is only trusted after its signature
     # verifies, and the control plane's serialiser never repeats a member. The check would
     # run a Python hook per object, more than doubling the cost for a token with a policy.
-    return _json_object(_b64url_decode(segment, "payload"), "payload", reject_duplicates=False)
+    return _json_object(data, "payload", reject_duplicates=False)
+
+
+def _parse_payload(segment: str) -> dict[str, Any]:
+    return _payload_object(_b64url_decode(segment, "payload"))
 
 
 def unverified_header(token: str) -> dict[str, Any]:
@@ -311,6 +315,9 @@ def verify_token(
     if public_key is None:
         raise TokenInvalid("unknown key id")
 
+    # Every segment is decoded strictly before the signing input is built: only then is it
+    # known to be ASCII (a payload holding "é" is a malformed token, not an encoding crash).
+    payload = _b64url_decode(payload_segment, "payload")
     signature = _b64url_decode(signature_segment, "signature")
     if len(signature) != _ED25519_SIGNATURE_LENGTH:
         raise TokenInvalid("bad signature")
@@ -320,7 +327,7 @@ def verify_token(
     except InvalidSignature:
         raise TokenInvalid("bad signature") from None
 
-    claims = _parse_payload(payload_segment)
+    claims = _payload_object(payload)
     if claims.get("iss") != issuer:
         raise TokenInvalid("wrong issuer")
     current = time.time() if now is None else now

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import jwt
 import pytest
 from django.utils import timezone
@@ -189,3 +190,58 @@ def test_unknown_key_ids_refetch_the_jwks_at_most_once_per_interval(make_guard, 
         fetches.append(switchboard.count("/v1/keys/jwks"))
 
     assert fetches == [1, 1, 1, 2, 2]
+
+
+# --- malformed tokens in an answer: token_invalid, never an exception of another kind -------
+
+
+def non_ascii_in(segment: int, *, only_refresh: bool = False):
+    """A broken proxy that puts a non-ASCII character into one segment of each token."""
+
+    def rewrite(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        path = request.url.path
+        issuing = path.endswith("/refresh") or (path == "/v1/plans" and not only_refresh)
+        if request.method != "POST" or not issuing or response.status_code not in (200, 201):
+            return response
+        body = response.json()
+        parts = body["token"].split(".")
+        parts[segment] = parts[segment][:5] + "é" + parts[segment][5:]
+        body["token"] = ".".join(parts)
+        return httpx.Response(response.status_code, json=body)
+
+    return rewrite
+
+
+@pytest.mark.parametrize("segment", [0, 1, 2], ids=["header", "payload", "signature"])
+def test_a_token_with_a_non_ascii_character_is_token_invalid_at_declare(
+    make_guard, switchboard, segment
+):
+    switchboard.rewrite = non_ascii_in(segment)
+    guard = make_guard()
+
+    with pytest.raises(GuardError) as refused:
+        guard.declare(plan_document())
+    result = guard.handle_declare_plan(plan_document())
+
+    assert refused.value.code == TOKEN_INVALID
+    assert result["ok"] is False
+    assert result["code"] == TOKEN_INVALID
+    assert guard.status().state == "no_plan"
+
+
+@pytest.mark.parametrize("segment", [0, 1, 2], ids=["header", "payload", "signature"])
+def test_a_refreshed_token_with_a_non_ascii_character_never_raises_from_check(
+    make_guard, switchboard, clock, segment
+):
+    guard = make_guard()
+    guard.declare(plan_document())
+    switchboard.rewrite = non_ascii_in(segment, only_refresh=True)
+    clock.advance(901)  # past expiry
+
+    decision = guard.check("github_list_issues", REPO)
+    refreshed = guard.refresh()
+    again = guard.check("github_list_issues", REPO)
+
+    assert decision.code == again.code == Decision.TOKEN_EXPIRED
+    assert refreshed is False
+    assert TOKEN_INVALID in (guard.status().refresh_error or "")

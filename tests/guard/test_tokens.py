@@ -31,7 +31,7 @@ from guard.tokens import (
     verify_token,
 )
 
-from .strategies import wild_text
+from .strategies import lone_surrogates, wild_text
 
 ISSUER = "https://plangate.test"
 NOW = 1_800_000_000
@@ -533,3 +533,64 @@ def test_rotated_key_set_verifies_tokens_of_every_listed_key() -> None:
     crossed = jwt.encode(claims(), new_private, algorithm="EdDSA", headers={"kid": KID})
     with pytest.raises(TokenInvalid, match="bad signature"):
         verify_token(crossed, keys, issuer=ISSUER, now=NOW)
+
+
+# --- malformed tokens: only ever TokenInvalid ----------------------------------------------
+
+SEGMENTS = ("header", "payload", "signature")
+
+
+def with_text_in(token: str, segment: str, text: str, position: int = 3) -> str:
+    parts = token.split(".")
+    index = SEGMENTS.index(segment)
+    parts[index] = parts[index][:position] + text + parts[index][position:]
+    return ".".join(parts)
+
+
+@pytest.mark.parametrize("segment", SEGMENTS)
+@pytest.mark.parametrize("text", ["é", "ü", "\u2603", "\U0001f600", "\ud800", "\x00", " "])
+def test_a_non_ascii_character_in_any_segment_is_token_invalid(segment: str, text: str) -> None:
+    token = with_text_in(sign(), segment, text)
+
+    with pytest.raises(TokenInvalid):
+        verify(token)
+
+
+def test_a_non_ascii_payload_is_token_invalid_even_when_expiry_is_not_required() -> None:
+    # The control plane verifies refresh tokens this way: an expired token may refresh.
+    token = with_text_in(sign(), "payload", "é")
+
+    with pytest.raises(TokenInvalid, match="payload"):
+        verify(token, require_unexpired=False)
+
+
+mutation_characters = st.characters() | lone_surrogates | st.sampled_from(".-_=+/é")
+
+
+@st.composite
+def mutated_tokens(draw: st.DrawFn) -> str:
+    """A valid token with characters replaced, inserted or deleted anywhere in it."""
+    token = list(sign())
+    for _ in range(draw(st.integers(min_value=1, max_value=4))):
+        position = draw(st.integers(min_value=0, max_value=len(token)))
+        edit = draw(st.sampled_from(["replace", "insert", "delete"]))
+        if edit == "insert" or position == len(token):
+            token.insert(position, draw(mutation_characters))
+        elif edit == "replace":
+            token[position] = draw(mutation_characters)
+        else:
+            del token[position]
+    return "".join(token)
+
+
+@settings(deadline=None, max_examples=400)  # no timing assertions on shared machines
+@given(mutated_tokens())
+def test_a_mutated_token_only_ever_raises_token_invalid(token: str) -> None:
+    try:
+        claims_seen = verify(token)
+    except TokenInvalid:
+        return
+    # Only a mutation that left the token unchanged (a character replaced by itself) may
+    # verify; base64url has exactly one spelling of each signature.
+    assert token == sign()
+    assert claims_seen == claims()

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import logging
 
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from controlplane.problems import PROBLEM_CONTENT_TYPE, DomainError, problem_body
+from controlplane.problems import (
+    PROBLEM_CONTENT_TYPE,
+    DomainError,
+    database_unavailable_error,
+    problem_body,
+)
 from plans.keys import active_signer
 
 logger = logging.getLogger(__name__)
@@ -20,6 +25,14 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+def _not_ready(request: HttpRequest, error: DomainError, checks: dict[str, str]) -> JsonResponse:
+    body = problem_body(error.code, error.detail, instance=request.path)
+    body["checks"] = checks
+    return JsonResponse(
+        body, status=error.status, content_type=PROBLEM_CONTENT_TYPE, headers=error.headers
+    )
+
+
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:
     """Ready when the database answers and an active signing key can sign."""
@@ -28,14 +41,14 @@ def readyz(request: HttpRequest) -> JsonResponse:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
         checks["database"] = "ok"
-    except Exception as exc:
+    except DatabaseError as exc:
+        # Any database error, not only a lost connection: whatever keeps `SELECT 1` from
+        # answering keeps this process from serving, so the balancer should skip it.
         logger.error("readiness: database unavailable: %s", exc)
-        body = problem_body("server_error", "The database is unavailable.", instance=request.path)
-        return JsonResponse(body, status=503, content_type=PROBLEM_CONTENT_TYPE)
+        checks["database"] = "unavailable"
+        return _not_ready(request, database_unavailable_error(), checks)
     try:
         checks["signingKey"] = active_signer().kid
     except DomainError as error:
-        body = problem_body(error.code, error.detail, instance=request.path)
-        body["checks"] = checks
-        return JsonResponse(body, status=error.status, content_type=PROBLEM_CONTENT_TYPE)
+        return _not_ready(request, error, checks)
     return JsonResponse({"status": "ready", "checks": checks})

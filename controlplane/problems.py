@@ -8,11 +8,16 @@ reads ``code`` and ``errors``.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.utils.html import escape
 from django.views import defaults
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
@@ -50,10 +55,12 @@ PROBLEMS: dict[str, Problem] = {
     "plan_mismatch": Problem(409, "The token does not belong to this plan"),
     "plan_revoked": Problem(410, "The plan was revoked"),
     "plan_expired": Problem(410, "The plan has expired"),
+    "payload_too_large": Problem(413, "The request body is too large"),
     "unsupported_media_type": Problem(415, "Unsupported media type"),
     "throttled": Problem(429, "Too many requests"),
     "server_error": Problem(500, "Internal error"),
     "no_signing_key": Problem(503, "No signing key is available"),
+    "database_unavailable": Problem(503, "The database is unavailable"),
 }
 
 
@@ -79,6 +86,51 @@ class DomainError(Exception):
     @property
     def status(self) -> int:
         return PROBLEMS[self.code].status
+
+
+# SQLSTATEs of a database that cannot serve this connection at all, as opposed to one that
+# refused this statement: class 08 (connection exception), the server shutting down or
+# starting up (57P01-57P03), too many connections (53300). A failure with no SQLSTATE
+# happened on the client side: the connection was refused, reset or closed under it.
+_UNAVAILABLE_SQLSTATE_PREFIXES = ("08", "57P01", "57P02", "57P03", "53300")
+# SQLite's counterparts: the file cannot be opened, or a writer held the lock past the timeout.
+_UNAVAILABLE_SQLITE_MESSAGES = ("unable to open database file", "database is locked")
+
+
+def is_database_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot be reached, rather than that a query failed.
+
+    Only these become ``database_unavailable`` (503, worth retrying): an integrity error, a
+    statement timeout or a deadlock is about the request, and a programming error is a bug.
+    """
+    if isinstance(exc, InterfaceError):
+        return True  # Django's and the driver's "connection already closed"
+    if not isinstance(exc, OperationalError):
+        return False
+    cause = exc.__cause__
+    sqlstate = getattr(cause, "sqlstate", None)  # psycopg 3
+    if sqlstate is not None:
+        return str(sqlstate).startswith(_UNAVAILABLE_SQLSTATE_PREFIXES)
+    if type(cause).__module__.startswith("psycopg"):
+        return True
+    message = str(exc).lower()
+    return any(text in message for text in _UNAVAILABLE_SQLITE_MESSAGES)
+
+
+def database_unavailable_error() -> DomainError:
+    retry_after = settings.PLANGATE_DATABASE_RETRY_AFTER
+    return DomainError(
+        "database_unavailable",
+        f"The database cannot be reached; retry in {retry_after} s.",
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
+def payload_too_large_error() -> DomainError:
+    return DomainError(
+        "payload_too_large",
+        f"The body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
+    )
 
 
 def problem_body(
@@ -157,6 +209,10 @@ def to_domain_error(exc: Exception) -> DomainError | None:
         return DomainError("not_acceptable", str(exc.detail))
     if isinstance(exc, drf_exceptions.UnsupportedMediaType):
         return DomainError("unsupported_media_type", str(exc.detail))
+    if isinstance(exc, RequestDataTooBig):
+        return payload_too_large_error()
+    if is_database_unavailable(exc):
+        return database_unavailable_error()
     return None
 
 
@@ -166,6 +222,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if error is None:
         logger.exception("unhandled error in %s", context.get("view"))
         error = DomainError("server_error", "The server could not complete the request.")
+    elif error.code == "database_unavailable":
+        logger.error("database unavailable in %s: %s", context.get("view"), exc)
     request = context.get("request")
     response = problem_response(error, instance=request.path if request is not None else None)
     if error.status == 401:
@@ -183,7 +241,26 @@ def _plain_problem(request: HttpRequest, code: str, detail: str | None = None) -
     return JsonResponse(body, status=PROBLEMS[code].status, content_type=PROBLEM_CONTENT_TYPE)
 
 
+def _error_response(request: HttpRequest, error: DomainError) -> HttpResponse:
+    """problem+json on API paths; a short HTML page, with the same status, elsewhere."""
+    if _wants_problem(request):
+        response: HttpResponse = _plain_problem(request, error.code, error.detail)
+    else:
+        title = f"{PROBLEMS[error.code].title} ({error.status})"
+        response = HttpResponse(
+            f'<!doctype html>\n<html lang="en"><head><title>{title}</title></head>'
+            f"<body><h1>{title}</h1><p>{escape(error.detail)}</p></body></html>\n",
+            status=error.status,
+        )
+    for name, value in error.headers.items():
+        response[name] = value
+    return response
+
+
 def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    # Django reports a body over DATA_UPLOAD_MAX_MEMORY_SIZE as a SuspiciousOperation (400).
+    if isinstance(exception, RequestDataTooBig):
+        return _error_response(request, payload_too_large_error())
     if _wants_problem(request):
         return _plain_problem(request, "invalid_request")
     return defaults.bad_request(request, exception)
@@ -202,6 +279,12 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
 
 
 def handler500(request: HttpRequest) -> HttpResponse:
+    # Django calls this inside its `except` block with no argument; the exception is the one
+    # being handled (Django's own debug page reads it the same way). A lost database reaches
+    # here from plain views and middleware: the admin, sessions.
+    exception = sys.exc_info()[1]
+    if exception is not None and is_database_unavailable(exception):
+        return _error_response(request, database_unavailable_error())
     if _wants_problem(request):
         return _plain_problem(request, "server_error")
     return defaults.server_error(request)

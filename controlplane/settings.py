@@ -90,6 +90,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # checkpoints it and removes the WAL file, so a connection per request made every request
 # pay for a checkpoint (`make bench` measured it).
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
+# A persistent connection can die while its worker is idle (database restart, failover, a
+# proxy's idle timeout); without a check the first request that reuses it fails. The check
+# costs one `SELECT 1` per request that touches the database, and only on a reused connection.
+DATABASES["default"].setdefault(
+    "CONN_HEALTH_CHECKS", env.bool("DATABASE_CONN_HEALTH_CHECKS", default=True)
+)
+# The largest request body read, in bytes; a larger one is refused with 413
+# (`payload_too_large`). Django's default, 2.5 MiB, holds a 50-step plan or a full event batch
+# many times over (tests/controlplane/test_request_limits.py).
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("PLANGATE_MAX_BODY_BYTES", default=2_621_440)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
@@ -151,6 +161,8 @@ PLANGATE_PLAN_MAX_AGE = env.int("PLANGATE_PLAN_MAX_AGE", default=86400)
 PLANGATE_CLOCK_SKEW = env.int("PLANGATE_CLOCK_SKEW", default=60)
 PLANGATE_JWKS_MAX_AGE = env.int("PLANGATE_JWKS_MAX_AGE", default=300)
 PLANGATE_API_KEY_TOUCH_INTERVAL = env.int("PLANGATE_API_KEY_TOUCH_INTERVAL", default=300)
+# Retry-After, in seconds, of a 503 `database_unavailable`.
+PLANGATE_DATABASE_RETRY_AFTER = env.int("PLANGATE_DATABASE_RETRY_AFTER", default=5)
 KEY_ENCRYPTION_KEY = env.str("KEY_ENCRYPTION_KEY", default="")
 KEY_ROTATION_SECONDS = env.int("KEY_ROTATION_SECONDS", default=86400)
 PLAN_EXPIRY_SWEEP_SECONDS = env.int("PLAN_EXPIRY_SWEEP_SECONDS", default=300)

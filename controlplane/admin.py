@@ -1,13 +1,23 @@
-"""The Plangate admin site: its title and the order of the index.
+"""The Plangate admin site: its title, the order of the index, and its login lockout.
 
 ``PlangateAdminConfig`` replaces ``django.contrib.admin`` in INSTALLED_APPS, so this module
 is imported while the app registry is populated: it must not import models.
+
+The lockout itself is django-axes (settings ``AXES_*``, from ``PLANGATE_LOGIN_*``); this
+module gives it the client address, the page a locked-out person sees, and a log line.
 """
 
 from __future__ import annotations
 
+import logging
+
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+security_logger = logging.getLogger("plangate.security")
 
 # The order a person works in: who is in the team, what agents may do, what they did.
 APP_ORDER = ["members", "policies", "plans", "auth"]
@@ -29,6 +39,8 @@ class PlangateAdminSite(admin.AdminSite):
     site_header = "Plangate"
     site_title = "Plangate admin"
     index_title = "Control plane"
+    # Plangate has no public site; its browsable page is the API reference.
+    site_url = "/v1/docs"
 
     def get_app_list(self, request, app_label=None):
         app_list = super().get_app_list(request, app_label)
@@ -45,3 +57,56 @@ class PlangateAdminSite(admin.AdminSite):
 
 class PlangateAdminConfig(AdminConfig):
     default_site = "controlplane.admin.PlangateAdminSite"
+
+    def ready(self) -> None:
+        super().ready()
+        from axes.signals import user_locked_out
+
+        user_locked_out.connect(log_lockout, dispatch_uid="plangate.log_lockout")
+
+
+def login_client_ip(request: HttpRequest) -> str | None:
+    """The address a login attempt counts against (``AXES_CLIENT_IP_CALLABLE``).
+
+    REMOTE_ADDR, unless ``PLANGATE_CLIENT_IP_HEADER`` names the header a proxy in front
+    sets to the client's address: clients could forge any header the proxy does not
+    overwrite, so the header is read only when configured. For ``X-Forwarded-For`` the last
+    entry counts, the one the proxy appended.
+    """
+    header = settings.PLANGATE_CLIENT_IP_HEADER
+    if header:
+        value = request.META.get("HTTP_" + header.upper().replace("-", "_"), "")
+        address = value.split(",")[-1].strip()
+        if address:
+            return address
+    return request.META.get("REMOTE_ADDR")
+
+
+def _cool_off_minutes() -> int:
+    return int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
+
+
+def login_lockout_response(request: HttpRequest, original_response=None, credentials=None):
+    """The page a locked-out sign-in gets (``AXES_LOCKOUT_CALLABLE``): 429, in the admin's
+    frame, saying for how long and whom to ask."""
+    context = {
+        **admin.site.each_context(request),
+        "title": "Sign-in locked",
+        "failure_limit": settings.AXES_FAILURE_LIMIT,
+        "cool_off_minutes": _cool_off_minutes(),
+    }
+    response: HttpResponse = TemplateResponse(request, "axes/lockout.html", context, status=429)
+    response["Retry-After"] = str(int(settings.AXES_COOLOFF_TIME.total_seconds()))
+    return response.render()
+
+
+def log_lockout(sender, request: HttpRequest, username: str | None, ip_address: str, **kwargs):
+    """One warning per refused sign-in while an account or address is locked."""
+    security_logger.warning(
+        "admin sign-in locked out: username=%r address=%s failures=%s; refused for %d "
+        "minutes after the last failure (a superuser can lift it: axes_reset_username)",
+        username,
+        ip_address,
+        getattr(request, "axes_failures_since_start", "?"),
+        _cool_off_minutes(),
+    )

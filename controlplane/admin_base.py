@@ -339,7 +339,7 @@ def datetime_column(field_name: str, description: str):
             return "—"
         local = timezone.localtime(value)
         return format_html(
-            '<span title="{}" style="white-space: nowrap">{}</span>',
+            '<span title="{}" class="plangate-nowrap">{}</span>',
             local.isoformat(),
             local.strftime("%Y-%m-%d %H:%M"),
         )

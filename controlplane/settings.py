@@ -8,6 +8,7 @@ signing code, so a wrong key refuses to sign rather than failing at import.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -38,6 +39,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # the API docs' Redoc bundle, served from our static files
+    "axes",  # admin login lockout after repeated failures
+    "csp",
     "controlplane",
     "members",
     "policies",
@@ -46,6 +50,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "controlplane.middleware.RejectNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -54,6 +59,15 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
+]
+
+# The lockout backend first: it refuses a locked-out account or address before any
+# password is checked. It needs the request, so `authenticate()` must be given one.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -122,8 +136,40 @@ WHITENOISE_USE_FINDERS = True
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# HSTS and Secure cookies follow PLANGATE_ISSUER (set below): see "Served over TLS".
+
+# Content-Security-Policy (django-csp 4). Every page, the admin and the API docs included,
+# loads only our own files, with no inline script or style: Django's admin needs none, and
+# Plangate's templates keep theirs in static files.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "worker-src": ["'self'", "blob:"],  # the docs' search runs in a worker
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
+# Admin login lockout (django-axes): after PLANGATE_LOGIN_FAILURE_LIMIT failed sign-ins an
+# account, and separately the address they came from, is refused for the cool-off period,
+# counted from the last failure, the right password included. The address is REMOTE_ADDR
+# unless PLANGATE_CLIENT_IP_HEADER names the header a trusted proxy sets.
+PLANGATE_LOGIN_FAILURE_LIMIT = env.int("PLANGATE_LOGIN_FAILURE_LIMIT", default=5)
+PLANGATE_LOGIN_COOLOFF_MINUTES = env.int("PLANGATE_LOGIN_COOLOFF_MINUTES", default=15)
+PLANGATE_CLIENT_IP_HEADER = env.str("PLANGATE_CLIENT_IP_HEADER", default="")
+AXES_FAILURE_LIMIT = PLANGATE_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=PLANGATE_LOGIN_COOLOFF_MINUTES)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks, separately
+AXES_LOCKOUT_CALLABLE = "controlplane.admin.login_lockout_response"
+AXES_CLIENT_IP_CALLABLE = "controlplane.admin.login_client_ip"
+AXES_VERBOSE = False  # Plangate logs each lockout itself, on "plangate.security"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["members.authentication.ApiKeyAuthentication"],
@@ -146,6 +192,8 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # Redoc from drf-spectacular-sidecar's pinned copy in our static files, never a CDN.
+    "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "controlplane.openapi.problem_responses",  # every refusal is problem+json
@@ -154,6 +202,18 @@ SPECTACULAR_SETTINGS = {
 
 # Plangate's own knobs. Code reads them through django.conf.settings at call time.
 PLANGATE_ISSUER = env.str("PLANGATE_ISSUER", default="http://localhost:8000")
+# Served over TLS: an https issuer turns on HSTS and Secure cookies unless set explicitly.
+# Behind a proxy that ends TLS, PLANGATE_TRUST_X_FORWARDED_PROTO makes Django believe its
+# X-Forwarded-Proto (only when the proxy always sets it: a client could otherwise).
+_SERVED_OVER_TLS = PLANGATE_ISSUER.startswith("https://")
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000 if _SERVED_OVER_TLS else 0)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=_SERVED_OVER_TLS)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=SESSION_COOKIE_SECURE)
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https")
+    if env.bool("PLANGATE_TRUST_X_FORWARDED_PROTO", default=False)
+    else None
+)
 PLANGATE_TOKEN_TTL = env.int("PLANGATE_TOKEN_TTL", default=900)
 PLANGATE_TOKEN_MIN_TTL = env.int("PLANGATE_TOKEN_MIN_TTL", default=60)
 PLANGATE_TOKEN_MAX_TTL = env.int("PLANGATE_TOKEN_MAX_TTL", default=3600)

@@ -28,3 +28,11 @@ def test_auditors_see_plangate_apps_but_not_users(auditor_client):
     html = auditor_client.get(reverse("admin:index")).content.decode()
     assert "Issued plans" in html
     assert "app-auth" not in html
+
+
+def test_view_site_leads_to_the_api_docs_not_a_404(superuser_client):
+    html = superuser_client.get(reverse("admin:index")).content.decode()
+    links = re.findall(r'<a href="([^"]*)">View site</a>', html)
+
+    assert links == ["/v1/docs"]
+    assert superuser_client.get(links[0]).status_code == 200

@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 from urllib.parse import quote
 
@@ -48,12 +50,12 @@ def process_env(**overrides: str) -> dict[str, str]:
     return env
 
 
-def start(args: list[str], *, env: dict[str, str], log: Path) -> subprocess.Popen:
+def start(args: list[str], *, env: dict[str, str], log: Path, cwd: Path = ROOT) -> subprocess.Popen:
     """Start a process in its own process group, its output going to ``log``."""
     with log.open("ab") as output:
         return subprocess.Popen(
             args,
-            cwd=ROOT,
+            cwd=cwd,
             env=env,
             stdout=output,
             stderr=subprocess.STDOUT,
@@ -78,3 +80,48 @@ def tail(log: Path, lines: int = 60) -> str:
     if not log.exists():
         return "(no output)"
     return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def wait_for(condition, *, timeout: float, interval: float = 0.2) -> bool:
+    """Poll ``condition`` until it holds or ``timeout`` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return bool(condition())
+
+
+def unique_queue() -> str:
+    """A queue name of its own, so test workers never take another run's tasks."""
+    return f"plangate-test-{uuid.uuid4().hex[:12]}"
+
+
+def worker_args(queue: str, *extra: str, celery: str | Path | None = None) -> list[str]:
+    """``celery worker`` on ``queue`` alone, named after it, with no chatter between workers."""
+    return [
+        str(celery or BIN / "celery"),
+        "-A",
+        "controlplane",
+        "worker",
+        "--concurrency",
+        "1",
+        "--loglevel",
+        "INFO",
+        "--hostname",
+        f"{queue}@%h",
+        "--without-gossip",
+        "--without-mingle",
+        *extra,
+    ]
+
+
+def forget_queue(queue: str, broker_url: str | None = None) -> None:
+    """Remove what a test's queue left in Redis."""
+    import redis
+
+    client = redis.Redis.from_url(broker_url or settings.CELERY_BROKER_URL)
+    try:
+        client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
+    finally:
+        client.close()

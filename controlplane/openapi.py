@@ -2,9 +2,10 @@
 
 One exception handler (``controlplane.problems``) turns every refusal into RFC 9457
 ``application/problem+json``; this hook says so in the schema, once, for every operation:
-each 4xx/5xx response a view declares gets the ``Problem`` schema under that media type, and
+each 4xx/5xx response a view declares gets the ``Problem`` schema under that media type,
 every operation that needs an API key also lists 401 and 429, which authentication and the
-rate limit can answer on any of them.
+rate limit can answer on any of them, every operation lists 503 (the database can be lost
+under any of them) and every operation that takes a body lists 413.
 """
 
 from __future__ import annotations
@@ -40,6 +41,17 @@ _ALWAYS_POSSIBLE_WITH_A_KEY = {
     "401": "The API key is missing, unknown, revoked or expired (`invalid_api_key`).",
     "429": "Rate limit per API key reached (`throttled`); see Retry-After.",
 }
+_ALWAYS_POSSIBLE = {
+    "503": "The database cannot be reached (`database_unavailable`, see Retry-After), or no "
+    "signing key is active (`no_signing_key`).",
+}
+_ALWAYS_POSSIBLE_WITH_A_BODY = {
+    "413": "The body is larger than the server's limit (`payload_too_large`).",
+}
+_RETRY_AFTER = {
+    "description": "seconds to wait before retrying, when the database cannot be reached",
+    "schema": {"type": "integer", "minimum": 0},
+}
 
 
 def problem_responses(result: dict, generator, request, public) -> dict:
@@ -51,9 +63,14 @@ def problem_responses(result: dict, generator, request, public) -> dict:
             if not isinstance(operation, dict) or "responses" not in operation:
                 continue
             responses = operation["responses"]
+            always = dict(_ALWAYS_POSSIBLE)
             if any("bearerAuth" in requirement for requirement in operation.get("security", [])):
-                for status, description in _ALWAYS_POSSIBLE_WITH_A_KEY.items():
-                    responses.setdefault(status, {"description": description})
+                always |= _ALWAYS_POSSIBLE_WITH_A_KEY
+            if "requestBody" in operation:
+                always |= _ALWAYS_POSSIBLE_WITH_A_BODY
+            for status, description in always.items():
+                responses.setdefault(status, {"description": description})
+            responses["503"].setdefault("headers", {"Retry-After": _RETRY_AFTER})
             for status, response in responses.items():
                 if status.isdigit() and int(status) >= 400:
                     response["content"] = content

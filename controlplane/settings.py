@@ -110,6 +110,13 @@ DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE",
 DATABASES["default"].setdefault(
     "CONN_HEALTH_CHECKS", env.bool("DATABASE_CONN_HEALTH_CHECKS", default=True)
 )
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # libpq waits for ever on a server that does not answer (a host down, a partition); with
+    # a bound, such a request answers 503 database_unavailable instead of holding its worker
+    # until gunicorn kills it.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=5)
+    )
 # The largest request body read, in bytes; a larger one is refused with 413
 # (`payload_too_large`). Django's default, 2.5 MiB, holds a 50-step plan or a full event batch
 # many times over (tests/controlplane/test_request_limits.py).

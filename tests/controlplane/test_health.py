@@ -63,3 +63,24 @@ def test_nul_in_an_api_url_is_a_400_problem(db, client):
         assert response.status_code == 400, url
         assert response["Content-Type"] == "application/problem+json"
         assert response.json()["code"] == "invalid_request"
+
+
+def test_openapi_schema_documents_a_lost_database_and_an_oversized_body(client):
+    schema = client.get("/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+
+    operations = [
+        operation
+        for path_item in schema["paths"].values()
+        for operation in path_item.values()
+        if isinstance(operation, dict) and "responses" in operation
+    ]
+    assert operations
+    for operation in operations:
+        responses = operation["responses"]
+        assert "Retry-After" in responses["503"]["headers"], operation["operationId"]
+        assert "application/problem+json" in responses["503"]["content"]
+        assert ("413" in responses) == ("requestBody" in operation), operation["operationId"]
+    assert (
+        "database_unavailable"
+        in schema["components"]["schemas"]["Problem"]["properties"]["code"]["enum"]
+    )

@@ -2,12 +2,15 @@
 
 A small TCP proxy on 127.0.0.1 sits between the web server and PostgreSQL; closing it is a
 database that cannot be reached (connections refused, every open connection dropped),
-reopening it is the database coming back. Two stories:
+reopening it is the database coming back; stalling it is a database host that does not
+answer at all. Three stories:
 
 - an outage under load: every request answers 2xx or 503 ``database_unavailable`` with
   Retry-After, never 500; /healthz stays up, /readyz fails; every acknowledged plan is stored;
 - a restart while the workers are idle: each worker's persistent connection is dead, and the
-  next request of each must still succeed (Django's connection health checks).
+  next request of each must still succeed (Django's connection health checks);
+- a host that never answers: a request answers 503 after the connect timeout rather than
+  hanging until gunicorn kills its worker.
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ RECOVERY_SECONDS = 30.0  # generous: the first success normally follows the reop
 
 class TcpProxy:
     """Forwards 127.0.0.1:<port> to PostgreSQL, with threads; `close()` cuts it, `open()`
-    brings it back on the same port."""
+    brings it back on the same port, `stall()` drops every connection and then accepts new
+    ones without ever answering."""
 
     @dataclass(eq=False)
     class _Pair:
@@ -65,6 +69,7 @@ class TcpProxy:
         self._pairs: set[TcpProxy._Pair] = set()
         self._listener: socket.socket | None = None
         self._accepting: threading.Thread | None = None
+        self._stalled: list[socket.socket] | None = None  # held, never answered
 
     @property
     def open_connections(self) -> int:
@@ -89,6 +94,16 @@ class TcpProxy:
             self._accepting.join(timeout=5)
         if listener is not None:
             listener.close()
+        self._drop_all()
+        for sock in self._stalled or []:
+            sock.close()
+        self._stalled = None
+
+    def stall(self) -> None:
+        self._stalled = []
+        self._drop_all()
+
+    def _drop_all(self) -> None:
         with self._lock:
             pairs = list(self._pairs)
         for pair in pairs:
@@ -102,6 +117,9 @@ class TcpProxy:
                 continue
             except OSError:
                 return
+            if self._stalled is not None:
+                self._stalled.append(client)
+                continue
             try:
                 server = socket.create_connection(self.upstream, timeout=5)
             except OSError:
@@ -420,3 +438,33 @@ def test_idle_workers_survive_a_database_restart(tmp_path, agent, health_checks)
         assert sum(1 for r in after if r.status == 503) <= WORKERS, after
     acknowledged = {r.plan_id for r in recorder.results if r.status == 201}
     assert Plan.objects.filter(id__in=acknowledged).count() == len(acknowledged)
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not IS_POSTGRES, reason=NEEDS_POSTGRES)
+@pytest.mark.django_db(transaction=True)
+def test_a_database_that_never_answers_is_a_503_after_the_connect_timeout(tmp_path, agent):
+    signing_keys_bootstrap()
+    recorder = Recorder()
+    auth = {"Authorization": f"Bearer {agent.api_key}"}
+
+    with _proxied_server(tmp_path, workers=2, DATABASE_CONNECT_TIMEOUT="2") as (proxy, base, log):
+        proxy.stall()
+        with httpx.Client(base_url=base, timeout=30, headers=auth) as client:
+            declared = recorder.call(client, "POST", "/v1/plans", json={"plan": PLAN})
+            ready = recorder.call(client, "GET", "/readyz")
+        proxy.close()
+        proxy.open()
+        with httpx.Client(base_url=base, timeout=30, headers=auth) as client:
+            after = recorder.call(client, "POST", "/v1/plans", json={"plan": PLAN})
+
+    print(
+        f"\nstalled database: POST /v1/plans {declared.status} after "
+        f"{declared.ended - declared.started:.1f} s, /readyz {ready.status} after "
+        f"{ready.ended - ready.started:.1f} s"
+    )
+    for result in (declared, ready):
+        assert result.status == 503, f"{result}\n{tail(log)}"
+        assert result.code == "database_unavailable"
+        assert result.retry_after == RETRY_AFTER
+    assert after.status == 201, f"{after}\n{tail(log)}"

@@ -123,6 +123,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("PLANGATE_MAX_BODY_BYTES", default=2_621_440)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Rate-limit counters live in this cache when it is Redis (CACHE_URL=redis://...), and in
+# the database otherwise, so a limit holds across every worker process either way
+# (controlplane/ratelimit.py).
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -182,7 +185,9 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["members.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_THROTTLE_CLASSES": ["members.authentication.ApiKeyRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"api_key": env.str("PLANGATE_RATE_LIMIT", default="600/min")},
+    # The limits themselves are PLANGATE_RATE_LIMIT and PLANGATE_AUTH_FAILURE_LIMIT below.
+    # Client addresses: REMOTE_ADDR, or X-Forwarded-For as written by this many proxies.
+    "NUM_PROXIES": env.int("PLANGATE_NUM_PROXIES", default=0),
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["controlplane.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "controlplane.problems.exception_handler",
@@ -228,6 +233,10 @@ PLANGATE_PLAN_MAX_AGE = env.int("PLANGATE_PLAN_MAX_AGE", default=86400)
 PLANGATE_CLOCK_SKEW = env.int("PLANGATE_CLOCK_SKEW", default=60)
 PLANGATE_JWKS_MAX_AGE = env.int("PLANGATE_JWKS_MAX_AGE", default=300)
 PLANGATE_API_KEY_TOUCH_INTERVAL = env.int("PLANGATE_API_KEY_TOUCH_INTERVAL", default=300)
+# Requests per API key, and failed authentications per client address, per fixed window
+# (N/sec, N/min, N/hour, N/day).
+PLANGATE_RATE_LIMIT = env.str("PLANGATE_RATE_LIMIT", default="600/min")
+PLANGATE_AUTH_FAILURE_LIMIT = env.str("PLANGATE_AUTH_FAILURE_LIMIT", default="30/min")
 # Retry-After, in seconds, of a 503 `database_unavailable`.
 PLANGATE_DATABASE_RETRY_AFTER = env.int("PLANGATE_DATABASE_RETRY_AFTER", default=5)
 KEY_ENCRYPTION_KEY = env.str("KEY_ENCRYPTION_KEY", default="")

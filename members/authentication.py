@@ -1,20 +1,37 @@
-"""DRF authentication by ``Authorization: Bearer pg_...`` and a rate limit per API key."""
+"""DRF authentication by ``Authorization: Bearer pg_...``, a limit on failed attempts per
+client address, and a rate limit per API key. Both limits count in controlplane.ratelimit,
+exactly, across every worker process."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
-from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.throttling import BaseThrottle
 
 from controlplane.problems import DomainError
+from controlplane.ratelimit import rate_limit_hit, rate_limit_peek, rate_parse
 
 from .models import Agent, ApiKey
 from .services import api_key_authenticate
 
+AUTH_FAILURE_SCOPE = "auth_failure"
+
+
+def _client_address(request: Request) -> str:
+    # DRF's client identity: REMOTE_ADDR, or the address PLANGATE_NUM_PROXIES trusted
+    # proxies put in X-Forwarded-For.
+    return BaseThrottle().get_ident(request) or "unknown"
+
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
-    """Authenticates an agent. ``request.user`` is the Agent, ``request.auth`` the ApiKey."""
+    """Authenticates an agent. ``request.user`` is the Agent, ``request.auth`` the ApiKey.
+
+    Failed attempts count per client address (PLANGATE_AUTH_FAILURE_LIMIT). Once an address
+    is over its limit every credential it sends is refused as ``throttled`` before the key is
+    looked at, a valid one too: otherwise guessing could go on at full speed.
+    """
 
     keyword = "bearer"
 
@@ -22,17 +39,33 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode("latin-1")
         if not header:
             return None
-        scheme, _, credential = header.partition(" ")
-        if scheme.lower() != self.keyword or not credential.strip():
-            raise exceptions.AuthenticationFailed("Use `Authorization: Bearer <API key>`.")
+        address = _client_address(request)
+        rate = rate_parse(settings.PLANGATE_AUTH_FAILURE_LIMIT)
+        so_far = rate_limit_peek(scope=AUTH_FAILURE_SCOPE, ident=address, rate=rate)
+        if not so_far.allowed:
+            raise exceptions.Throttled(wait=so_far.retry_after)
         try:
-            api_key = api_key_authenticate(credential.strip())
-        except DomainError as exc:
-            raise exceptions.AuthenticationFailed(exc.detail) from exc
+            api_key = self._api_key(header)
+        except exceptions.AuthenticationFailed:
+            # The count decides, not the peek above: concurrent failures that all passed the
+            # peek still get exactly `limit` 401s between them, the rest 429.
+            failure = rate_limit_hit(scope=AUTH_FAILURE_SCOPE, ident=address, rate=rate)
+            if not failure.allowed:
+                raise exceptions.Throttled(wait=failure.retry_after) from None
+            raise
         agent = api_key.agent
         # DRF's IsAuthenticated reads this attribute.
         agent.is_authenticated = True
         return agent, api_key
+
+    def _api_key(self, header: str) -> ApiKey:
+        scheme, _, credential = header.partition(" ")
+        if scheme.lower() != self.keyword or not credential.strip():
+            raise exceptions.AuthenticationFailed("Use `Authorization: Bearer <API key>`.")
+        try:
+            return api_key_authenticate(credential.strip())
+        except DomainError as exc:
+            raise exceptions.AuthenticationFailed(exc.detail) from exc
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="plangate"'
@@ -52,10 +85,24 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
         }
 
 
-class ApiKeyRateThrottle(SimpleRateThrottle):
+class ApiKeyRateThrottle(BaseThrottle):
+    """PLANGATE_RATE_LIMIT requests per API key per window, whichever process serves them."""
+
     scope = "api_key"
 
-    def get_cache_key(self, request: Request, view) -> str | None:
+    def __init__(self) -> None:
+        self.retry_after: int | None = None
+
+    def allow_request(self, request: Request, view) -> bool:
         if not isinstance(request.auth, ApiKey):
-            return None
-        return self.cache_format % {"scope": self.scope, "ident": request.auth.lookup_id}
+            return True
+        result = rate_limit_hit(
+            scope=self.scope,
+            ident=request.auth.lookup_id,
+            rate=rate_parse(settings.PLANGATE_RATE_LIMIT),
+        )
+        self.retry_after = result.retry_after
+        return result.allowed
+
+    def wait(self) -> float | None:
+        return self.retry_after

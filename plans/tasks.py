@@ -10,6 +10,8 @@ import logging
 from celery import shared_task
 from django.db import DatabaseError
 
+from controlplane.ratelimit import rate_limit_windows_purge
+
 from .keys import EncryptionKeyError, signing_key_rotate
 from .models import SigningKey
 from .services import plans_expire
@@ -63,6 +65,8 @@ def expire_plans() -> int:
     """Mark active plans past their absolute lifetime as expired."""
     try:
         count = plans_expire()
+        # The same sweep deletes the rate-limit counters of finished windows.
+        rate_limit_windows_purge()
     except Exception:
         logger.exception("marking expired plans failed")
         raise

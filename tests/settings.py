@@ -17,5 +17,7 @@ from controlplane.settings import ALLOWED_HOSTS
 
 ALLOWED_HOSTS = [*ALLOWED_HOSTS, "testserver"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Local memory, so rate-limit counters are in the (rolled back) test database; tests of the
+# Redis store override CACHES themselves.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 STATIC_ROOT = None  # whitenoise serves through finders in tests

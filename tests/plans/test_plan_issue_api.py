@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 import rfc8785
-from django.core.cache import cache
 from django.test import override_settings
 from django.utils import timezone
 from joserfc import jws
@@ -337,18 +336,10 @@ def test_undecryptable_key_refuses_to_sign_and_creates_no_key(agent):
     assert set(SigningKey.objects.values_list("kid", flat=True)) == keys_before
 
 
+@override_settings(PLANGATE_RATE_LIMIT="2/day")  # a day: no window ends during the test
 def test_rate_limit_answers_429_with_retry_after(agent):
-    from members.authentication import ApiKeyRateThrottle
-
-    cache.clear()
-    original = ApiKeyRateThrottle.THROTTLE_RATES
-    ApiKeyRateThrottle.THROTTLE_RATES = {"api_key": "2/min"}
-    try:
-        statuses = [declare(agent.client, plan_document()).status_code for _ in range(3)]
-        response = declare(agent.client, plan_document())
-    finally:
-        ApiKeyRateThrottle.THROTTLE_RATES = original
-        cache.clear()
+    statuses = [declare(agent.client, plan_document()).status_code for _ in range(3)]
+    response = declare(agent.client, plan_document())
 
     assert statuses == [201, 201, 429]
     assert_problem(response, 429, "throttled")

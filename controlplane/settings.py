@@ -242,6 +242,8 @@ PLANGATE_DATABASE_RETRY_AFTER = env.int("PLANGATE_DATABASE_RETRY_AFTER", default
 KEY_ENCRYPTION_KEY = env.str("KEY_ENCRYPTION_KEY", default="")
 KEY_ROTATION_SECONDS = env.int("KEY_ROTATION_SECONDS", default=86400)
 PLAN_EXPIRY_SWEEP_SECONDS = env.int("PLAN_EXPIRY_SWEEP_SECONDS", default=300)
+# How often beat asks whether a rotation is due (see plans.keys.rotation_period).
+KEY_ROTATION_CHECK_SECONDS = env.int("KEY_ROTATION_CHECK_SECONDS", default=300)
 
 # Celery. Without CELERY_BROKER_URL the broker is a folder under var/: worker, beat and
 # web server on one machine need no outside service.
@@ -263,12 +265,16 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # A separate queue name lets several deployments (or test runs) share one Redis.
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
-# Rotation ticks never expire: one queued while the worker was down runs when it is back
-# (later duplicates are skipped by the rotation itself). Sweeps are cheap to skip.
+# Rotation is checked, not ticked once a period: every check asks whether a rotation is
+# due (the rotation skips itself until then), so a tick lost to a broker outage costs one
+# check interval. A check that waited longer than that in the queue is superseded by the
+# next one, hence the expiry. Sweeps are cheap to skip too.
+KEY_ROTATION_CHECK_INTERVAL = max(1, min(KEY_ROTATION_CHECK_SECONDS, KEY_ROTATION_SECONDS))
 CELERY_BEAT_SCHEDULE = {
     "rotate-signing-keys": {
         "task": "plans.tasks.rotate_signing_keys",
-        "schedule": KEY_ROTATION_SECONDS,
+        "schedule": KEY_ROTATION_CHECK_INTERVAL,
+        "options": {"expires": KEY_ROTATION_CHECK_INTERVAL},
     },
     "expire-plans": {
         "task": "plans.tasks.expire_plans",

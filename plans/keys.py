@@ -163,14 +163,16 @@ def max_token_lifetime() -> timedelta:
     return timedelta(seconds=settings.PLANGATE_TOKEN_MAX_TTL + settings.PLANGATE_CLOCK_SKEW)
 
 
-def minimum_rotation_interval() -> timedelta:
-    """A scheduled rotation is skipped when the active key is younger than this.
+def rotation_period() -> timedelta:
+    """A scheduled rotation is due once the active key has signed for this long.
 
-    Half the rotation period: a duplicate beat tick (two beats, a restart, a retried task)
-    lands well inside it, while the next regular tick, a whole period later, never does,
-    even when the schedule drifts a little.
+    Beat does not tick once a period but checks every ``KEY_ROTATION_CHECK_SECONDS`` whether
+    a rotation is due, so a tick lost to a broker or worker outage costs one check interval,
+    not a period, and a rotation is at most one check interval late. The same rule makes
+    every other check before the period has passed (duplicate ticks, a second beat, a retried
+    task, ``rotate_keys --if-due``) a no-op.
     """
-    return timedelta(seconds=settings.KEY_ROTATION_SECONDS / 2)
+    return timedelta(seconds=settings.KEY_ROTATION_SECONDS)
 
 
 def publication_delay() -> timedelta:
@@ -322,8 +324,8 @@ def signing_key_rotate(*, now: datetime | None = None, force: bool = False) -> R
     concurrent rotations run one after the other and the later ones find the work done.
     Two rules make a repeated rotation a no-op:
 
-    * unless ``force`` (a person asked), the rotation is skipped when the active key was
-      activated less than half a rotation period ago (``minimum_rotation_interval``);
+    * unless ``force`` (a person asked), the rotation is skipped until the active key was
+      activated a whole rotation period ago (``rotation_period``);
     * always, the next key must have been published for one JWKS cache lifetime
       (``PLANGATE_JWKS_MAX_AGE``) before it signs, so no verifier holds a cached JWKS
       without it. A younger next key is not promoted; the emergency door is revocation.
@@ -361,7 +363,7 @@ def _rotate_locked(*, now: datetime, force: bool, removed: tuple[str, ...]) -> R
     retired: str | None = None
     if active is not None and next_key is not None:
         activated_at = active.activated_at or active.created_at
-        if not force and activated_at > now - minimum_rotation_interval():
+        if not force and activated_at > now - rotation_period():
             return RotationResult(
                 RotationResult.RECENTLY_ROTATED,
                 removed=removed,

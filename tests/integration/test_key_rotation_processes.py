@@ -6,39 +6,30 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-import uuid
 
 import pytest
-from django.conf import settings
 
 from plans.keys import signing_keys_bootstrap
 from plans.models import SigningKey
 from tests.plans.keys_helpers import age_keys, kid_in, states
 
 from .processes import (
-    BIN,
     IS_POSTGRES,
     IS_REDIS,
     NEEDS_POSTGRES,
     NEEDS_REDIS,
     ROOT,
+    forget_queue,
     process_env,
     start,
     stop,
     tail,
+    unique_queue,
+    wait_for,
+    worker_args,
 )
 
 DAY = 86400
-
-
-def wait_for(condition, *, timeout: float, interval: float = 0.2) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(interval)
-    return condition()
 
 
 @pytest.mark.parametrize("mode", ["force", "scheduled"])
@@ -107,7 +98,7 @@ def test_celery_beat_rotates_the_keys_on_schedule_through_a_real_worker(tmp_path
     signing_keys_bootstrap()
     age_keys(DAY)
     first_active = kid_in("active")
-    queue = f"plangate-test-{uuid.uuid4().hex[:12]}"
+    queue = unique_queue()
     env = process_env(
         KEY_ROTATION_SECONDS="3",
         PLANGATE_JWKS_MAX_AGE="1",
@@ -116,23 +107,7 @@ def test_celery_beat_rotates_the_keys_on_schedule_through_a_real_worker(tmp_path
     )
     log = tmp_path / "worker.log"
     worker = start(
-        [
-            str(BIN / "celery"),
-            "-A",
-            "controlplane",
-            "worker",
-            "-B",
-            "--concurrency",
-            "1",
-            "--loglevel",
-            "INFO",
-            "--hostname",
-            f"{queue}@%h",
-            "--schedule",
-            str(tmp_path / "celerybeat-schedule"),
-            "--without-gossip",
-            "--without-mingle",
-        ],
+        worker_args(queue, "-B", "--schedule", str(tmp_path / "celerybeat-schedule")),
         env=env,
         log=log,
     )
@@ -153,7 +128,7 @@ def test_celery_beat_rotates_the_keys_on_schedule_through_a_real_worker(tmp_path
         assert finished, f"no two rotations within the time limit:\n{tail(log)}"
     finally:
         stop(worker)
-        _forget_queue(queue)
+        forget_queue(queue)
 
     # Each rotation retired the key the previous one activated.
     retired = set(SigningKey.objects.filter(state="retired").values_list("kid", flat=True))
@@ -163,12 +138,52 @@ def test_celery_beat_rotates_the_keys_on_schedule_through_a_real_worker(tmp_path
     assert "plans.tasks.rotate_signing_keys" in log.read_text(errors="replace")
 
 
-def _forget_queue(queue: str) -> None:
-    """Remove what the test's queue left in Redis."""
-    import redis
+@pytest.mark.postgres
+@pytest.mark.redis
+@pytest.mark.worker
+@pytest.mark.skipif(not IS_POSTGRES, reason=NEEDS_POSTGRES)
+@pytest.mark.skipif(not IS_REDIS, reason=NEEDS_REDIS)
+@pytest.mark.django_db(transaction=True)
+def test_beat_checks_often_and_rotates_an_overdue_key_once_with_the_default_period(tmp_path):
+    # The default period (a day), checked every second: a key activated more than a day ago
+    # (a tick lost to a broker outage, say) rotates at the next check, not a day later.
+    signing_keys_bootstrap()
+    age_keys(DAY + 60)
+    old_active, old_next = kid_in("active"), kid_in("next")
+    queue = unique_queue()
+    env = process_env(
+        KEY_ROTATION_SECONDS=str(DAY),
+        KEY_ROTATION_CHECK_SECONDS="1",
+        PLAN_EXPIRY_SWEEP_SECONDS="3600",
+        CELERY_TASK_DEFAULT_QUEUE=queue,
+    )
+    log = tmp_path / "worker.log"
+    worker = start(
+        worker_args(queue, "-B", "--schedule", str(tmp_path / "celerybeat-schedule")),
+        env=env,
+        log=log,
+    )
 
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    def checks_after_the_rotation() -> int:
+        text = log.read_text(errors="replace")
+        rotated_at = text.find("signing keys: rotated:")
+        return -1 if rotated_at < 0 else text.count("recently_rotated", rotated_at)
+
     try:
-        client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
+        # Three checks after the rotation found nothing to do.
+        finished = wait_for(
+            lambda: worker.poll() is not None or checks_after_the_rotation() >= 3,
+            timeout=120,
+            interval=0.5,
+        )
+        assert worker.poll() is None, f"the worker exited:\n{tail(log)}"
+        assert finished, f"no rotation and later checks within the time limit:\n{tail(log)}"
     finally:
-        client.close()
+        stop(worker)
+        forget_queue(queue)
+
+    after = states()
+    assert after[old_active] == "retired" and after[old_next] == "active"
+    # Exactly one rotation: the later checks changed nothing.
+    assert sorted(after.values()) == ["active", "next", "retired"]
+    assert log.read_text(errors="replace").count("signing keys: rotated:") == 1

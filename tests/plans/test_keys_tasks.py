@@ -21,15 +21,52 @@ from .keys_helpers import OTHER_ENCRYPTION_KEY, age_keys, kid_in, snapshot
 DAY = 86400
 
 
-def test_beat_rotates_keys_every_key_rotation_seconds_and_sweeps_expired_plans():
+def test_beat_checks_for_a_due_rotation_every_check_interval_and_sweeps_expired_plans():
     schedule = app.conf.beat_schedule
 
     tasks = {entry["task"]: entry["schedule"] for entry in schedule.values()}
     assert tasks == {
-        "plans.tasks.rotate_signing_keys": settings.KEY_ROTATION_SECONDS,
+        "plans.tasks.rotate_signing_keys": settings.KEY_ROTATION_CHECK_SECONDS,
         "plans.tasks.expire_plans": settings.PLAN_EXPIRY_SWEEP_SECONDS,
     }
     assert set(tasks) <= set(app.tasks)
+    # Checks, not one tick a period: a tick the broker lost costs minutes, not a day.
+    assert settings.KEY_ROTATION_CHECK_SECONDS == 300 < settings.KEY_ROTATION_SECONDS / 10
+    # A check that waited in the queue past the next one is superseded by it.
+    rotation = next(e for e in schedule.values() if e["task"].endswith("rotate_signing_keys"))
+    assert rotation["options"]["expires"] == settings.KEY_ROTATION_CHECK_SECONDS
+
+
+@pytest.mark.django_db
+def test_a_check_rotates_within_one_check_interval_once_a_period_has_passed():
+    signing_keys_bootstrap()
+    check = settings.KEY_ROTATION_CHECK_SECONDS
+    # The active key has signed for a period less half a check interval (its next key is
+    # as old, so long published): the check at this moment is early.
+    age_keys(settings.KEY_ROTATION_SECONDS - check / 2)
+    old_active, old_next = kid_in("active"), kid_in("next")
+    before = snapshot()
+
+    early = rotate_signing_keys.apply().get()
+    assert early["outcome"] == RotationResult.RECENTLY_ROTATED
+    assert snapshot() == before
+
+    age_keys(check)  # the next check, one interval later: the period has passed
+    due = rotate_signing_keys.apply().get()
+    assert due["outcome"] == RotationResult.ROTATED
+    assert (due["retired"], due["activated"]) == (old_active, old_next)
+
+
+@pytest.mark.django_db
+def test_a_check_half_a_period_after_the_last_rotation_does_nothing():
+    signing_keys_bootstrap()
+    age_keys(settings.KEY_ROTATION_SECONDS * 0.6)
+    before = snapshot()
+
+    result = rotate_signing_keys.apply().get()
+
+    assert result["outcome"] == RotationResult.RECENTLY_ROTATED
+    assert snapshot() == before
 
 
 def test_the_tasks_have_time_limits():

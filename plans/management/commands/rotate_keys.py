@@ -13,8 +13,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--if-due",
             action="store_true",
-            help="skip when the active key is younger than half of KEY_ROTATION_SECONDS, "
-            "as the scheduled rotation does (for cron instead of Celery beat)",
+            help="skip unless a rotation is due (the active key was activated "
+            "KEY_ROTATION_SECONDS ago or more), as the scheduled rotation does (for cron "
+            "instead of Celery beat)",
         )
 
     def handle(self, *args, if_due: bool, **options) -> None:

@@ -241,18 +241,24 @@ PLANGATE_AUTH_FAILURE_LIMIT = env.str("PLANGATE_AUTH_FAILURE_LIMIT", default="30
 PLANGATE_DATABASE_RETRY_AFTER = env.int("PLANGATE_DATABASE_RETRY_AFTER", default=5)
 KEY_ENCRYPTION_KEY = env.str("KEY_ENCRYPTION_KEY", default="")
 KEY_ROTATION_SECONDS = env.int("KEY_ROTATION_SECONDS", default=86400)
-PLAN_EXPIRY_SWEEP_SECONDS = env.int("PLAN_EXPIRY_SWEEP_SECONDS", default=300)
 # How often beat asks whether a rotation is due (see plans.keys.rotation_period).
 KEY_ROTATION_CHECK_SECONDS = env.int("KEY_ROTATION_CHECK_SECONDS", default=300)
+PLAN_EXPIRY_SWEEP_SECONDS = env.int("PLAN_EXPIRY_SWEEP_SECONDS", default=300)
 
 # Celery. Without CELERY_BROKER_URL the broker is a folder under var/: worker, beat and
-# web server on one machine need no outside service.
+# web server on one machine need no outside service. Every folder kombu's filesystem
+# transport uses is named here, since a folder left out defaults to one relative to the
+# current directory (``control/`` for the exchange tables); controlplane/celery.py creates
+# them when a worker or beat starts.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
+# Relative to the project, like var/ (an absolute path stays as it is).
+PLANGATE_BROKER_DIR = BASE_DIR / env.str("PLANGATE_BROKER_DIR", default="var/broker")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict = (
     {
-        "data_folder_in": str(VAR_DIR / "broker"),
-        "data_folder_out": str(VAR_DIR / "broker"),
-        "processed_folder": str(VAR_DIR / "broker-processed"),
+        "data_folder_in": str(PLANGATE_BROKER_DIR / "messages"),
+        "data_folder_out": str(PLANGATE_BROKER_DIR / "messages"),
+        "processed_folder": str(PLANGATE_BROKER_DIR / "processed"),
+        "control_folder": str(PLANGATE_BROKER_DIR / "control"),
         "store_processed": False,
     }
     if CELERY_BROKER_URL.startswith("filesystem://")

@@ -24,9 +24,8 @@ BIN = Path(sys.executable).parent
 
 
 def ensure_local_env() -> None:
+    # The broker's folders (var/broker/...) are made by the worker as it starts.
     VAR.mkdir(exist_ok=True)
-    (VAR / "broker").mkdir(exist_ok=True)
-    (VAR / "broker-processed").mkdir(exist_ok=True)
     if ENV_FILE.exists():
         return
     ENV_FILE.write_text(

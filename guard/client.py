@@ -32,7 +32,7 @@ import httpx
 
 from guard import acp
 from guard.canonical import canonical_json
-from guard.constraints import compile_constraint
+from guard.constraints import compile_constraint, non_finite_argument
 from guard.controlplane import (
     ControlPlaneClient,
     ControlPlaneError,
@@ -584,6 +584,15 @@ class Guard:
             return _ARGS_NOT_OBJECT
         if type(tool) is not str:
             return _TOOL_NOT_STRING
+        try:
+            problem = non_finite_argument(args)
+        except Exception:  # a Mapping that cannot be read cannot be decided on
+            problem = "the arguments cannot be read"
+        if problem is not None:
+            return CallDecision(
+                Decision.INVALID_ARGUMENTS,
+                f"{problem}; arguments must be JSON values (no NaN or Infinity)",
+            )
         compiled = plan.compiled
         matching = compiled.matching_steps(tool, args)
         if not matching:

@@ -29,11 +29,30 @@ must be finite, so every valid document can be canonically hashed.
 
 Matching never raises: a call argument of the wrong type (a list where a string is
 expected, a string with lone surrogates for a regex, ...) simply does not match.
+
+Deny rules read the same constraints the other way round and fail closed
+(`compile_deny_args`): a deny rule is passed over only when some pinned argument is
+*provably outside* its constraint. A value is provably outside when it is of the JSON type
+the operator compares, that type's comparison can be trusted, and it fails the comparison:
+
+* ``eq X``: the value has X's JSON type (null, boolean, number, string, array, object) and
+  differs from X. Numbers must be finite; strings valid Unicode (no lone surrogate); arrays
+  differ in length or in one element provably different by this same rule; objects (string
+  keys only) differ in their key sets or in one member's value provably different.
+* ``in [...]``: the value is provably different from every member (so a list mixing types
+  admits no value of either type as outside it).
+* ``glob`` / ``regex``: the value is valid Unicode text and does not match.
+* ``lte L`` / ``gte L``: the value is a finite number (not a boolean) above L / below L.
+
+Anything else -- a missing argument, ``"5000"`` or ``[5000]`` or ``true`` for a number, NaN
+or an infinity, an object for a string -- counts as a match, since the tool behind the
+call may well read it as the value the rule forbids.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache, partial
 from typing import Any, Final
@@ -46,6 +65,7 @@ from guard._document import (
     check_string,
     index_path,
     is_number,
+    is_valid_unicode,
     key_path,
     type_name,
 )
@@ -63,9 +83,13 @@ __all__ = [
     "Matcher",
     "compile_args",
     "compile_constraint",
+    "compile_deny_args",
+    "compile_exclusion",
     "compile_glob",
     "glob_to_re2",
     "json_equal",
+    "non_finite_argument",
+    "provably_different",
     "validate_args",
     "validate_constraint",
 ]
@@ -503,6 +527,228 @@ def compile_args(args: Mapping[str, Any]) -> ArgsMatcher:
     return match_all
 
 
+# --- deny rules: failing closed -------------------------------------------------------------
+
+_INFINITY: Final = math.inf
+
+
+def _json_type(value: Any) -> str | None:
+    """The JSON type of a call argument, None for a Python value that has none."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return None
+
+
+def provably_different(expected: Any, value: Any) -> bool:
+    """True only when `value` has the JSON type of `expected` (a validated literal), can be
+    compared reliably (a finite number, valid Unicode text, string object keys) and is not
+    JSON-equal to it. Recursion is bounded by the depth of `expected`."""
+    kind = _json_type(expected)
+    if kind != _json_type(value):
+        return False
+    if kind == "number":
+        return value != expected and -_INFINITY < value < _INFINITY
+    if kind == "string":
+        return value != expected and is_valid_unicode(value)
+    if kind == "boolean":
+        return value is not expected
+    if kind == "array":
+        if len(value) != len(expected):
+            return True
+        return any(
+            provably_different(item, other) for item, other in zip(expected, value, strict=True)
+        )
+    if kind == "object":
+        if not all(isinstance(key, str) for key in value):
+            return False  # a tool serialising {1: x} sends {"1": x}: not comparable here
+        if value.keys() != expected.keys():
+            return True
+        return any(provably_different(item, value[key]) for key, item in expected.items())
+    return False  # null equals null, and nothing else is of its type
+
+
+def _other_string(expected: str, value: Any) -> bool:
+    return isinstance(value, str) and value != expected and is_valid_unicode(value)
+
+
+def _other_number(expected: float, value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and value != expected
+        and -_INFINITY < value < _INFINITY
+    )
+
+
+def _other_boolean(expected: bool, value: Any) -> bool:
+    return isinstance(value, bool) and value is not expected
+
+
+def _never(value: Any) -> bool:
+    return False
+
+
+def _exclude_in(members: list[Any]) -> Matcher:
+    kinds = {_json_type(member) for member in members}
+    if len(kinds) != 1:
+        # Every value differs in type from some member, so none is provably outside.
+        return _never
+    (kind,) = kinds
+    if kind == "string":
+        strings = frozenset(members)
+        return lambda value: (
+            isinstance(value, str) and value not in strings and is_valid_unicode(value)
+        )
+    if kind == "number":
+        numbers = frozenset(members)  # 1 and 1.0 hash alike, as JSON equality wants
+        return lambda value: (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and value not in numbers
+            and -_INFINITY < value < _INFINITY
+        )
+    frozen = tuple(members)
+    return lambda value: all(provably_different(member, value) for member in frozen)
+
+
+def _exclude_pattern(matches: Matcher, value: Any) -> bool:
+    return isinstance(value, str) and not matches(value) and is_valid_unicode(value)
+
+
+def _above(limit: float, value: Any) -> bool:
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and limit < value < _INFINITY
+    )
+
+
+def _below(limit: float, value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and -_INFINITY < value < limit
+    )
+
+
+def compile_exclusion(constraint: Mapping[str, Any]) -> Matcher:
+    """Compile a validated constraint into ``value -> bool``: True only when the value is
+    provably outside the constraint (see the module docstring); what a deny rule reads."""
+    if len(constraint) != 1:
+        raise ValueError("a constraint has exactly one operator")
+    ((operator, operand),) = constraint.items()
+    if operator == "eq":
+        if isinstance(operand, bool):
+            return partial(_other_boolean, operand)
+        if isinstance(operand, int | float):
+            return partial(_other_number, operand)
+        if isinstance(operand, str):
+            return partial(_other_string, operand)
+        if operand is None:
+            return _never
+        return partial(provably_different, operand)
+    if operator == "in":
+        return _exclude_in(operand)
+    if operator in ("glob", "regex"):
+        return partial(_exclude_pattern, compile_constraint(constraint))
+    if operator in ("lte", "gte") and is_number(operand):
+        return partial(_above if operator == "lte" else _below, operand)
+    raise ValueError(f"not a valid constraint: {operator!r}")
+
+
+def compile_deny_args(args: Mapping[str, Any]) -> ArgsMatcher:
+    """Compile a validated deny rule's ``args`` into ``call_args -> bool``, failing closed.
+
+    False only when some pinned argument is present and provably outside its constraint;
+    True otherwise: a pinned argument missing from the call, of another type than its
+    operator compares, or not a finite number counts as a match. Arguments that are not an
+    object, and a Mapping that raises, match too. Never raises.
+    """
+    checks = tuple((name, compile_exclusion(constraint)) for name, constraint in args.items())
+    if not checks:
+        return _match_anything
+    if len(checks) == 1:
+        ((name, excludes),) = checks
+
+        def deny_one(call_args: Any) -> bool:
+            try:
+                if type(call_args) is not dict and not isinstance(call_args, Mapping):
+                    return True
+                value = call_args.get(name, _MISSING)
+                return value is _MISSING or not excludes(value)
+            except Exception:  # a hostile Mapping must not open the guard
+                return True
+
+        return deny_one
+
+    def deny_all(call_args: Any) -> bool:
+        try:
+            if type(call_args) is not dict and not isinstance(call_args, Mapping):
+                return True
+            for name, excludes in checks:
+                value = call_args.get(name, _MISSING)
+                if value is not _MISSING and excludes(value):
+                    return False
+            return True
+        except Exception:  # a hostile Mapping must not open the guard
+            return True
+
+    return deny_all
+
+
+# --- non-finite numbers in call arguments --------------------------------------------------
+
+# Deeper than any JSON parser nests; a cyclic structure is infinitely deep.
+MAX_ARGUMENT_DEPTH: Final = 256
+
+
+def non_finite_argument(args: Mapping[str, Any]) -> str | None:
+    """Why the call's arguments cannot be decided on, or None: the name of the argument
+    holding NaN or an infinity (anywhere inside it), or that they nest too deeply.
+
+    No JSON document holds such a number (RFC 8259), yet Python's json module reads
+    ``NaN`` and ``1e999``; no constraint can say whether NaN is "at most 1000", so the
+    guard refuses the call. Costs a type test per top-level argument in the common case.
+    """
+    for name, value in args.items():
+        kind = type(value)
+        if kind is str or kind is int or kind is bool or value is None:
+            continue
+        if kind is float:
+            if not -_INFINITY < value < _INFINITY:
+                return f"argument {name!r} is not a finite number"
+            continue
+        problem = _nested_non_finite(value)
+        if problem is not None:
+            return f"argument {name!r} {problem}"
+    return None
+
+
+def _nested_non_finite(root: Any) -> str | None:
+    stack = [(root, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, float):
+            if not -_INFINITY < value < _INFINITY:
+                return "holds a number that is not finite"
+        elif isinstance(value, str | bytes | int) or value is None:
+            continue
+        elif isinstance(value, Mapping | list | tuple):
+            if depth >= MAX_ARGUMENT_DEPTH:
+                return f"nests deeper than {MAX_ARGUMENT_DEPTH} levels"
+            items = value.values() if isinstance(value, Mapping) else value
+            stack.extend((item, depth + 1) for item in items)
+    return None
+
+
 # --- narrowing many argument patterns at once -----------------------------------------------
 
 
@@ -517,22 +763,38 @@ class EqIndex:
     original order. Candidates still have to be matched in full: the index only skips
     entries that cannot match, which keeps a decision cheap when fifty steps (or a hundred
     rules) name the same tool.
+
+    Built with ``fail_closed`` (for deny rules, see `compile_deny_args`), it skips only the
+    entries the call's value is provably outside: pinned to another value of the same JSON
+    type. A missing argument, a value of another type, NaN, an infinity or text with a lone
+    surrogate keeps every entry a candidate.
     """
 
     # Below this a straight scan costs about as much as the lookup.
     MIN_ENTRIES: Final = 8
 
-    __slots__ = ("_by_key", "_name", "_others")
+    __slots__ = ("_all", "_by_key", "_by_type", "_fail_closed", "_name", "_others")
 
     def __init__(
-        self, name: str, by_key: dict[tuple[str, Any], tuple[int, ...]], others: tuple[int, ...]
+        self,
+        name: str,
+        by_key: dict[tuple[str, Any], tuple[int, ...]],
+        others: tuple[int, ...],
+        *,
+        by_type: dict[str, tuple[int, ...]] | None = None,
+        every: tuple[int, ...] = (),
     ) -> None:
         self._name = name
         self._by_key = by_key
         self._others = others
+        self._fail_closed = by_type is not None
+        self._by_type = by_type or {}
+        self._all = every
 
     @classmethod
-    def build(cls, entries: Sequence[tuple[int, Mapping[str, Any] | None]]) -> EqIndex | None:
+    def build(
+        cls, entries: Sequence[tuple[int, Mapping[str, Any] | None]], *, fail_closed: bool = False
+    ) -> EqIndex | None:
         """An index over validated ``args`` objects, or None when none would help."""
         if len(entries) < cls.MIN_ENTRIES:
             return None
@@ -555,11 +817,34 @@ class EqIndex:
                 others.append(position)
             else:
                 pinned.setdefault(key, []).append(position)
-        by_key = {key: tuple(sorted([*positions, *others])) for key, positions in pinned.items()}
-        return cls(name, by_key, tuple(others))
+        if not fail_closed:
+            by_key = {
+                key: tuple(sorted([*positions, *others])) for key, positions in pinned.items()
+            }
+            return cls(name, by_key, tuple(others))
+        # A value of one JSON type is provably outside only the entries pinned to another
+        # value of that same type; entries pinned to a value of another type stay.
+        by_type = {
+            kind: tuple(
+                sorted(
+                    [
+                        *others,
+                        *(p for key, ps in pinned.items() if key[0] != kind for p in ps),
+                    ]
+                )
+            )
+            for kind in ("null", "boolean", "number", "string")
+        }
+        by_key = {
+            key: tuple(sorted([*positions, *by_type[key[0]]])) for key, positions in pinned.items()
+        }
+        every = tuple(sorted(position for position, _ in entries))
+        return cls(name, by_key, tuple(others), by_type=by_type, every=every)
 
     def candidates(self, call_args: Any) -> tuple[int, ...]:
         """Positions, in order, of the entries `call_args` may satisfy. Never raises."""
+        if self._fail_closed:
+            return self._deny_candidates(call_args)
         try:
             if type(call_args) is not dict and not isinstance(call_args, Mapping):
                 return self._others
@@ -572,3 +857,22 @@ class EqIndex:
             return self._by_key.get(key, self._others)
         except Exception:  # a hostile Mapping or an unhashable oddity: scan what may match
             return self._others
+
+    def _deny_candidates(self, call_args: Any) -> tuple[int, ...]:
+        try:
+            if type(call_args) is not dict and not isinstance(call_args, Mapping):
+                return self._all
+            value = call_args.get(self._name, _MISSING)
+            if value is _MISSING:
+                return self._all
+            key = _scalar_key(value)
+            if key is None:
+                return self._all
+            kind = key[0]
+            if kind == "number" and not -_INFINITY < value < _INFINITY:
+                return self._all
+            if kind == "string" and not is_valid_unicode(value):
+                return self._all
+            return self._by_key.get(key, self._by_type[kind])
+        except Exception:  # a hostile Mapping: every entry stays a candidate
+            return self._all

@@ -10,8 +10,10 @@ Rule semantics, shared by both checks:
 
 At issuance only deny rules without `args` can refuse a step, since argument checks need a
 call; an allow rule admits a step whatever its `args` (they are checked per call), but its
-`maxCalls` caps the step's budget. At call time, deny and allow rules count only when the
-call satisfies their `args`.
+`maxCalls` caps the step's budget. At call time, an allow rule counts only when the call
+satisfies its `args`; a deny rule fails closed and counts unless some pinned argument is
+provably outside its constraint (missing, of another JSON type than its operator compares,
+or not a finite number all count as a match; see guard.constraints).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from guard.constraints import (
     EqIndex,
     GlobSyntaxError,
     compile_args,
+    compile_deny_args,
     compile_glob,
     glob_to_re2,
     validate_args,
@@ -296,12 +299,15 @@ def _applicable_rules(
         if rule_groups is not None and member_groups.isdisjoint(rule_groups):
             continue
         args = rule.get("args")
+        deny = rule["effect"] == "deny"
         compiled.append(
             _Rule(
                 index=index,
-                deny=rule["effect"] == "deny",
+                deny=deny,
                 tools=tuple(compile_glob(glob) for glob in rule["tools"]),
-                args=compile_args(args) if args else None,
+                # A deny rule fails closed: it is passed over only for a call whose pinned
+                # arguments are provably outside it (guard.constraints.compile_deny_args).
+                args=(compile_deny_args(args) if deny else compile_args(args)) if args else None,
                 pinned=args or None,
                 max_calls=rule.get("maxCalls"),
                 label=_label(rule),
@@ -433,7 +439,10 @@ class CompiledPolicy:
                 allows.append((rule.args, PolicyDecision(True, rule.index, reason)))
                 allow_args.append((len(allow_args), rule.pinned))
         entry = _ToolRules(
-            tuple(denies), EqIndex.build(deny_args), tuple(allows), EqIndex.build(allow_args)
+            tuple(denies),
+            EqIndex.build(deny_args, fail_closed=True),
+            tuple(allows),
+            EqIndex.build(allow_args),
         )
         if len(self._by_tool) < MAX_CACHED_TOOLS:
             self._by_tool[tool] = entry

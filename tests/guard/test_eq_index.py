@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guard.constraints import EqIndex, compile_args
+from guard.constraints import EqIndex, compile_args, compile_deny_args
 from guard.plan import CompiledPlan, validate_plan
 from guard.policy import CompiledPolicy, PolicyDecision, validate_policy
 
@@ -67,8 +67,9 @@ def test_a_plan_matches_the_same_steps_with_and_without_the_index(patterns, call
 
 def naive_decision(rules: list[dict[str, Any]], call: Any, default: str) -> tuple[bool, int | None]:
     for effect in ("deny", "allow"):
+        compile_rule = compile_deny_args if effect == "deny" else compile_args
         for index, rule in enumerate(rules):
-            if rule["effect"] == effect and compile_args(rule.get("args", {}))(call):
+            if rule["effect"] == effect and compile_rule(rule.get("args", {}))(call):
                 return effect == "allow", index
     return default == "allow", None
 
@@ -106,3 +107,19 @@ def test_the_index_is_built_only_where_it_helps():
     assert index.candidates({"repo": "nope"}) == ()
     assert index.candidates({"other": 1}) == ()
     assert index.candidates("not an object") == ()
+
+
+def test_a_fail_closed_index_skips_only_rules_the_value_is_provably_outside():
+    pinned = [(index, {"repo": {"eq": f"r{index}"}}) for index in range(8)]
+    pinned += [(8, {"repo": {"eq": 5}}), (9, {"repo": {"glob": "*"}})]
+
+    index = EqIndex.build(pinned, fail_closed=True)
+
+    assert index is not None
+    assert index.candidates({"repo": "r3"}) == (3, 8, 9)  # 8: a number is not comparable
+    assert index.candidates({"repo": "nope"}) == (8, 9)
+    assert index.candidates({"repo": 5.0}) == tuple(range(10))  # every string rule stays
+    assert index.candidates({"repo": 6}) == (*range(8), 9)
+    everything = tuple(range(10))
+    for call in ({}, {"repo": ["r3"]}, {"repo": float("nan")}, {"repo": "r\ud800"}, "x"):
+        assert index.candidates(call) == everything

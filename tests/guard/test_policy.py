@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guard.constraints import compile_args
+from guard.constraints import compile_args, compile_deny_args
 from guard.errors import DocumentInvalid
 from guard.plan import validate_plan
 from guard.policy import (
@@ -383,7 +383,10 @@ def test_deny_rule_with_args_denies_only_matching_calls() -> None:
     assert compiled.decide("github_get", {"repo": "acme/x"}).allowed
     denied = compiled.decide("github_get", {"repo": "secret/x"})
     assert (denied.allowed, denied.rule) == (False, 1)
-    assert compiled.decide("github_get", {}).allowed  # the deny pins `repo`; absent, no match
+    # Deny rules fail closed: a pinned argument left out, or of another type, may be the
+    # forbidden one (tests/guard/test_policy_deny_fail_closed.py has the whole rule).
+    assert not compiled.decide("github_get", {}).allowed
+    assert not compiled.decide("github_get", {"repo": ["secret/x"]}).allowed
 
 
 def test_default_decides_when_no_rule_matches_the_call() -> None:
@@ -423,7 +426,8 @@ def reference_decision(
             continue
         if not any(fnmatch.fnmatchcase(tool, glob) for glob in rule["tools"]):
             continue
-        if compile_args(rule.get("args", {}))(args):
+        compile_rule = compile_deny_args if rule["effect"] == "deny" else compile_args
+        if compile_rule(rule.get("args", {}))(args):
             concerned.append((index, rule["effect"]))
     for index, effect in concerned:
         if effect == "deny":
@@ -477,7 +481,13 @@ def test_no_rule_without_args_refuses_a_call_of_an_admitted_step(
         normalised, plan({"tool": tool, "maxCalls": 1}), role=role, groups=groups
     )
     if admitted:
-        # A call without arguments satisfies no rule that pins one, so only the default
-        # may still refuse it (when the step was admitted by an allow rule with args).
+        # A call without arguments satisfies no allow rule that pins one, and matches every
+        # deny rule that pins one (they fail closed); so only the default or a deny rule
+        # with args may still refuse it.
         decision = CompiledPolicy(normalised, role=role, groups=groups).decide(tool, {})
-        assert decision.allowed or decision.rule is None
+        refused_by = None if decision.rule is None else normalised["rules"][decision.rule]
+        assert (
+            decision.allowed
+            or refused_by is None
+            or (refused_by["effect"] == "deny" and refused_by.get("args"))
+        )

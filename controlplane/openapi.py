@@ -39,7 +39,10 @@ PROBLEM_SCHEMA: dict[str, Any] = {
 
 _ALWAYS_POSSIBLE_WITH_A_KEY = {
     "401": "The API key is missing, unknown, revoked or expired (`invalid_api_key`).",
-    "429": "Rate limit per API key reached (`throttled`); see Retry-After.",
+    "429": (
+        "Rate limit of the API key, or of failed authentications from this address, reached "
+        "(`throttled`); see Retry-After."
+    ),
 }
 _ALWAYS_POSSIBLE = {
     "503": "The database cannot be reached (`database_unavailable`, see Retry-After), or no "

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from controlplane.problems import DomainError
@@ -20,6 +21,8 @@ API_KEY_PREFIX = "pg_"
 LOOKUP_ID_LENGTH = 12
 _HEX_DIGITS = "0123456789abcdef"
 DEFAULT_TEAM_SLUG = "default"
+
+logger = logging.getLogger(__name__)
 
 
 def team_get_or_create(*, slug: str = DEFAULT_TEAM_SLUG, name: str | None = None) -> Team:
@@ -134,7 +137,13 @@ def api_key_touch(*, api_key: ApiKey, now: datetime | None = None) -> None:
     interval = timedelta(seconds=settings.PLANGATE_API_KEY_TOUCH_INTERVAL)
     if api_key.last_used_at is not None and now - api_key.last_used_at < interval:
         return
-    ApiKey.objects.filter(pk=api_key.pk).exclude(last_used_at__gt=now - interval).update(
-        last_used_at=now
-    )
+    try:
+        ApiKey.objects.filter(pk=api_key.pk).exclude(last_used_at__gt=now - interval).update(
+            last_used_at=now
+        )
+    except DatabaseError as exc:
+        # Bookkeeping after the call's own work has committed: failing here would answer an
+        # error for a plan that was stored, and the agent's retry would declare it twice.
+        logger.warning("could not record the last use of API key %s: %s", api_key.lookup_id, exc)
+        return
     api_key.last_used_at = now

@@ -66,3 +66,26 @@ def test_last_use_is_written_once_per_interval(agent, settings):
 
     assert len(soon_after.captured_queries) == 0
     assert ApiKey.objects.get(pk=api_key.pk).last_used_at == now + timedelta(seconds=301)
+
+
+# Autocommit, as in a real request: the write being tested runs outside any transaction.
+@pytest.mark.django_db(transaction=True)
+def test_a_database_failure_recording_last_use_does_not_fail_a_stored_plan(agent):
+    """The last-use write comes after the plan is committed: losing it must not answer an
+    error for a plan that exists (the agent would retry and declare it twice)."""
+    from django.db import OperationalError
+
+    from plans.models import Plan
+    from tests.conftest import PLAN
+
+    def fail_api_key_updates(execute, sql, params, many, context):
+        if sql.lstrip().upper().startswith("UPDATE") and "apikey" in sql.lower():
+            raise OperationalError("server closed the connection unexpectedly")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(fail_api_key_updates):
+        response = agent.client.post("/v1/plans", {"plan": PLAN}, format="json")
+
+    assert response.status_code == 201, response.content
+    assert Plan.objects.filter(id=response.json()["id"]).exists()
+    assert ApiKey.objects.get(agent=agent.agent).last_used_at is None

@@ -16,6 +16,7 @@ from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from rest_framework.throttling import BaseThrottle
 
 security_logger = logging.getLogger("plangate.security")
 
@@ -66,20 +67,11 @@ class PlangateAdminConfig(AdminConfig):
 
 
 def login_client_ip(request: HttpRequest) -> str | None:
-    """The address a login attempt counts against (``AXES_CLIENT_IP_CALLABLE``).
-
-    REMOTE_ADDR, unless ``PLANGATE_CLIENT_IP_HEADER`` names the header a proxy in front
-    sets to the client's address: clients could forge any header the proxy does not
-    overwrite, so the header is read only when configured. For ``X-Forwarded-For`` the last
-    entry counts, the one the proxy appended.
-    """
-    header = settings.PLANGATE_CLIENT_IP_HEADER
-    if header:
-        value = request.META.get("HTTP_" + header.upper().replace("-", "_"), "")
-        address = value.split(",")[-1].strip()
-        if address:
-            return address
-    return request.META.get("REMOTE_ADDR")
+    """The address a sign-in attempt counts against (``AXES_CLIENT_IP_CALLABLE``): the same
+    client address as the API's rate limits, DRF's, which is REMOTE_ADDR unless
+    ``PLANGATE_NUM_PROXIES`` trusted proxies write X-Forwarded-For. A header no trusted
+    proxy overwrites is never believed: a client could dodge the lock by changing it."""
+    return BaseThrottle().get_ident(request) or None
 
 
 def _cool_off_minutes() -> int:

@@ -150,7 +150,8 @@ X_FRAME_OPTIONS = "DENY"
 
 # Content-Security-Policy (django-csp 4). Every page, the admin and the API docs included,
 # loads only our own files, with no inline script or style: Django's admin needs none, and
-# Plangate's templates keep theirs in static files.
+# Plangate's templates keep theirs in static files. The one exception is the <style>
+# elements Redoc creates on /v1/docs, allowed on that page only (controlplane/urls.py).
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
@@ -169,11 +170,10 @@ CONTENT_SECURITY_POLICY = {
 
 # Admin login lockout (django-axes): after PLANGATE_LOGIN_FAILURE_LIMIT failed sign-ins an
 # account, and separately the address they came from, is refused for the cool-off period,
-# counted from the last failure, the right password included. The address is REMOTE_ADDR
-# unless PLANGATE_CLIENT_IP_HEADER names the header a trusted proxy sets.
+# counted from the last failure, the right password included. The address is the API's
+# client address: REMOTE_ADDR, or X-Forwarded-For as written by PLANGATE_NUM_PROXIES proxies.
 PLANGATE_LOGIN_FAILURE_LIMIT = env.int("PLANGATE_LOGIN_FAILURE_LIMIT", default=5)
 PLANGATE_LOGIN_COOLOFF_MINUTES = env.int("PLANGATE_LOGIN_COOLOFF_MINUTES", default=15)
-PLANGATE_CLIENT_IP_HEADER = env.str("PLANGATE_CLIENT_IP_HEADER", default="")
 AXES_FAILURE_LIMIT = PLANGATE_LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(minutes=PLANGATE_LOGIN_COOLOFF_MINUTES)
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks, separately

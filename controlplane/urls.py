@@ -1,8 +1,24 @@
+from csp.constants import NONCE
+from csp.decorators import csp_update
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 
 from . import api
+
+# Redoc from our static files (SPECTACULAR_SETTINGS["REDOC_DIST"] = "SIDECAR"), in a page with
+# no inline script and no web font from another origin. Redoc's styled-components add
+# <style> elements: those made while it renders carry this response's nonce (docs.js hands
+# it over); the two its bundle adds as it loads, before it can be told a nonce, are allowed
+# by their hashes, which belong to the pinned drf-spectacular-sidecar (a browser test fails
+# when an upgrade changes them).
+REDOC_STYLE_HASHES = [
+    "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='",  # an empty <style>
+    "'sha256-QMIg+bpjm3JdElJ388KYke01izlUW0UoNOeKjpMxdgc='",
+]
+api_docs = csp_update({"style-src": [NONCE, *REDOC_STYLE_HASHES]})(
+    SpectacularRedocView.as_view(url_name="schema", template_name="plangate/api_docs.html")
+)
 
 handler400 = "controlplane.problems.handler400"
 handler403 = "controlplane.problems.handler403"
@@ -13,13 +29,7 @@ urlpatterns = [
     path("healthz", api.healthz, name="healthz"),
     path("readyz", api.readyz, name="readyz"),
     path("v1/schema", SpectacularAPIView.as_view(), name="schema"),
-    # Redoc from our static files (SPECTACULAR_SETTINGS["REDOC_DIST"] = "SIDECAR"), in a page
-    # with no inline script or style and no web font from another origin.
-    path(
-        "v1/docs",
-        SpectacularRedocView.as_view(url_name="schema", template_name="plangate/api_docs.html"),
-        name="docs",
-    ),
+    path("v1/docs", api_docs, name="docs"),
     path("v1/", include("plans.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -28,12 +28,14 @@ def grant(Group, Permission) -> None:
 
 
 def move_key_permissions(apps, schema_editor):
-    for app_config in apps.get_app_configs():
-        if app_config.label == "plans":
-            # Permissions are normally created after the whole migrate run.
-            app_config.models_module = True
-            create_permissions(app_config, apps=apps, verbosity=0)
-            app_config.models_module = None
+    # Permissions are normally created after the whole migrate run; create the keys' now.
+    app_config = apps.get_app_config("plans")
+    models_module = getattr(app_config, "models_module", None)
+    app_config.models_module = models_module or True
+    try:
+        create_permissions(app_config, apps=apps, verbosity=0)
+    finally:
+        app_config.models_module = models_module
     grant(apps.get_model("auth", "Group"), apps.get_model("auth", "Permission"))
 
 

@@ -175,8 +175,8 @@ def test_forwarded_headers_do_not_pick_the_address_by_default(team_admin, header
     assert attempt(Client(), "tessa", PASSWORD, ip="203.0.113.7").status_code == 429
 
 
-def test_behind_a_proxy_the_configured_header_names_the_address(team_admin, settings):
-    settings.PLANGATE_CLIENT_IP_HEADER = "X-Forwarded-For"
+def test_behind_a_proxy_the_address_is_the_one_the_proxy_wrote(team_admin, settings):
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
     proxy = "10.0.0.2"
     for _ in range(settings.AXES_FAILURE_LIMIT):
         Client().post(

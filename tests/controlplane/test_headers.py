@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -42,7 +43,7 @@ class _References(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         values = dict(attrs)
-        for name in ("src", "href", "spec-url", "action"):
+        for name in ("src", "href", "spec-url", "data-spec-url", "action"):
             if values.get(name):
                 self.urls.append(values[name])
         if tag == "script" and not values.get("src") and values.get("type") != "application/json":
@@ -120,6 +121,13 @@ def test_the_docs_page_references_only_our_own_origin(client):
     assert found.urls
     assert all(same_origin(url) for url in found.urls), found.urls
     assert found.inline_scripts == 0 and found.inline_styles == 0
+    # Redoc's own <style> elements are allowed by this response's nonce and their hashes.
+    nonce = re.search(r'data-style-nonce="([^"]+)"', html).group(1)
+    style_src = directives(response)["style-src"]
+    assert style_src[:2] == ["'self'", f"'nonce-{nonce}'"]
+    assert all(source.startswith("'sha256-") for source in style_src[2:])
+    assert "'unsafe-inline'" not in style_src
+    assert directives(response)["script-src"] == ["'self'"]
 
 
 def test_the_docs_script_is_one_of_our_static_files(client):

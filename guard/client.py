@@ -8,9 +8,10 @@
         issue = guard.call("github_get_issue", {"repo": "acme/app", "number": 7}, get_issue)
 
 A `Guard` is one agent session (one conversation with one model context). It is thread-safe:
-any number of threads may call `check` / `call` at once. Only `declare` and a token refresh
-after expiry touch the network on the caller's thread; refreshing before expiry, fetching
-keys and reporting decisions happen in background threads.
+any number of threads may call `check` / `call` at once. Only `declare` (and `refresh` /
+`refresh_if_due` when the application calls them) touch the network on the caller's thread;
+a tool call never does: refreshing, fetching keys and reporting decisions happen in
+background threads.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import inspect
 import json
 import logging
 import math
+import random
 import threading
 import time
 import uuid
@@ -81,7 +83,12 @@ REFRESH_REFUSALS: Final = {
 }
 MAX_REFRESH_MARGIN: Final = 120.0
 MAX_RETRY_DELAY: Final = 60.0
+# Once the token has expired (or its key was withdrawn) every call is blocked, so a failed
+# refresh is retried this often, jittered so that many guards do not return in step.
+EXPIRED_RETRY_DELAY: Final = (0.5, 1.0)
 _REFRESHER_MAX_SLEEP: Final = 30.0
+# Floor between two key-set checks of the refresher, whatever the server's max-age says.
+_JWKS_CHECK_FLOOR: Final = 0.5
 
 
 class GuardError(Exception):
@@ -180,7 +187,9 @@ class GuardStatus:
     """Where the session stands.
 
     `state` is ``no_plan``, ``active``, ``expired`` (the token lapsed and no refresh has
-    succeeded yet) or ``blocked`` (`blocked` then holds the decision code every call gets).
+    succeeded yet), ``invalid`` (the token's signing key left the JWKS and no refresh has
+    succeeded yet: calls get ``token_invalid``) or ``blocked`` (`blocked` then holds the
+    decision code every call gets).
     `required_pending` lists the required steps that have not run yet; `complete` is true
     once every required step has run.
     """
@@ -199,7 +208,20 @@ class GuardStatus:
 
 
 class _Token:
-    __slots__ = ("claims", "expires_at", "policy", "policy_version", "refresh_at", "token")
+    """A verified token. `withdrawn` says why it can no longer be trusted (its signing key
+    left the JWKS); `refresh_at` is then moved to -inf so that the one comparison on a
+    call's path notices."""
+
+    __slots__ = (
+        "claims",
+        "expires_at",
+        "kid",
+        "policy",
+        "policy_version",
+        "refresh_at",
+        "token",
+        "withdrawn",
+    )
 
     def __init__(
         self,
@@ -208,6 +230,7 @@ class _Token:
         policy: CompiledPolicy,
         expires_at: float,
         refresh_at: float,
+        kid: str,
     ) -> None:
         self.token = token
         self.claims = claims
@@ -215,6 +238,8 @@ class _Token:
         self.policy_version = claims.get("polv")
         self.expires_at = expires_at
         self.refresh_at = refresh_at
+        self.kid = kid
+        self.withdrawn: str | None = None
 
 
 class _Plan:
@@ -313,8 +338,8 @@ class Guard:
         ttl: token lifetime to ask for (seconds), else the server's default.
         refresh_margin: refresh this many seconds before expiry (default: a fifth of the
             token's lifetime, at most 120 s).
-        auto_refresh: refresh in a background thread before expiry (else only `refresh`,
-            `refresh_if_due`, or a call that finds the token expired, refresh it).
+        auto_refresh: refresh in a background thread (else only `refresh` and
+            `refresh_if_due` refresh, when the application calls them; a call never does).
         report: post decisions to ``POST /v1/plans/{id}/events`` from a background thread.
         report_display_updates: also attach the ACP updates sent to `acp_sink`.
     """
@@ -537,7 +562,7 @@ class Guard:
             if self._refresh_margin is not None
             else min(MAX_REFRESH_MARGIN, lifetime / 5)
         )
-        return plan_id, _Token(token, claims, policy, expires_at, expires_at - margin)
+        return plan_id, _Token(token, claims, policy, expires_at, expires_at - margin, kid)
 
     # --- deciding ---------------------------------------------------------------------
 
@@ -546,7 +571,8 @@ class Guard:
 
         An allowed decision reserves one call of the step's budget, and counts as the tool
         having run for the declare-before-output rule. Every decision is queued for the
-        decision log. Never touches the network unless the token has already expired.
+        decision log. Never touches the network: with an expired token the call is
+        ``token_expired`` at once and the background refresher does the refreshing.
         """
         plan = self._plan
         if plan is None:
@@ -573,12 +599,11 @@ class Guard:
             return stopped
         token = plan.token
         if now >= token.refresh_at:
-            if now >= token.expires_at:
-                expired = self._expired(plan, token)
-                if expired is not None:
-                    return expired
-                token = plan.token
-            elif self._auto_refresh and now >= plan.next_attempt_at:
+            if token.withdrawn is not None or now >= token.expires_at:
+                # Never a network wait on a call: the refresher retries (within a second
+                # once the token is unusable) and the next call finds the fresh token.
+                return self._unusable(plan, token, now)
+            if self._auto_refresh and now >= plan.next_attempt_at:
                 self._refresh_wake.set()  # the refresher thread does the network part
         if type(args) is not dict and not isinstance(args, Mapping):
             return _ARGS_NOT_OBJECT
@@ -723,14 +748,19 @@ class Guard:
 
     # --- refreshing -------------------------------------------------------------------
 
-    def _expired(self, plan: _Plan, token: _Token) -> CallDecision | None:
-        """The token has expired: try one refresh now (a call may wait on the network
-        only when its token is no longer valid). None when a fresh token is in place."""
-        if plan.next_attempt_at <= self._clock() and self._attempt_refresh(plan, token):
-            return None
+    def _unusable(self, plan: _Plan, token: _Token, now: float) -> CallDecision:
+        """The decision for a call while the token has expired or its key was withdrawn."""
+        if self._auto_refresh and now >= plan.next_attempt_at:
+            self._refresh_wake.set()
         if plan.blocked is not None:
             return plan.blocked
         detail = f": {plan.refresh_error}" if plan.refresh_error else ""
+        if token.withdrawn is not None:
+            return CallDecision(
+                Decision.TOKEN_INVALID,
+                f"the intent token can no longer be trusted ({token.withdrawn}) and was not"
+                f" refreshed{detail}",
+            )
         return CallDecision(
             Decision.TOKEN_EXPIRED,
             f"the intent token expired at {_iso(token.expires_at)} and was not refreshed{detail}",
@@ -745,14 +775,34 @@ class Guard:
         return self._attempt_refresh(plan, plan.token, force=True)
 
     def refresh_if_due(self) -> bool:
-        """Refresh when the token is within its refresh margin (or a retry is due). True
-        when a fresh token was installed. The background refresher calls this."""
+        """Refresh when the token is within its refresh margin (or a retry is due), or at
+        once when the key set, refetched at its max-age, no longer holds the token's key.
+        True when a fresh token was installed. The background refresher calls this."""
         plan = self._plan
         if plan is None or plan.blocked is not None or plan.ended:
             return False
+        if self._key_withdrawn(plan):
+            return self._attempt_refresh(plan, plan.token, force=True)
         if self._clock() < plan.next_attempt_at:
             return False
         return self._attempt_refresh(plan, plan.token)
+
+    def _key_withdrawn(self, plan: _Plan) -> bool:
+        """Refetch the key set when its max-age has passed; True when the token in use was
+        signed by a key it no longer lists (revoked, say), which has just been noticed."""
+        token = plan.token
+        if token.withdrawn is not None:
+            return False
+        keys = self._jwks.refetch_if_stale()
+        if keys is None or token.kid in keys:
+            return False
+        token.withdrawn = f"its signing key {token.kid} is no longer published"
+        token.refresh_at = -math.inf
+        logger.warning(
+            "plangate guard: the signing key of plan %s's token left the JWKS; refreshing",
+            plan.id,
+        )
+        return True
 
     def _attempt_refresh(self, plan: _Plan, seen: _Token, *, force: bool = False) -> bool:
         with plan.refresh_lock:
@@ -778,6 +828,17 @@ class Guard:
                     )
                 elif error.transient:
                     self._retry_later(plan, now, str(error), error.retry_after)
+                elif seen.withdrawn is not None:
+                    # Asking again cannot help, and the token may not serve out: its key
+                    # was withdrawn (the control plane refuses such a token as well).
+                    self._block(
+                        plan,
+                        CallDecision(
+                            Decision.TOKEN_INVALID,
+                            f"the intent token can no longer be trusted ({seen.withdrawn})"
+                            f" and the control plane refused to refresh it: {error.detail}",
+                        ),
+                    )
                 else:
                     # Asking again cannot help (a revoked API key, a mismatch): the token
                     # serves until it expires.
@@ -792,15 +853,23 @@ class Guard:
             plan.token = token
             plan.refresh_error = None
             plan.retry_delay = 0.0
-            plan.next_attempt_at = token.refresh_at
+            # A token already within its margin (a short lifetime, a skewed clock) is not
+            # refreshed again and again in a loop.
+            plan.next_attempt_at = max(token.refresh_at, now + EXPIRED_RETRY_DELAY[0])
             return True
 
     @staticmethod
     def _retry_later(plan: _Plan, now: float, error: str, retry_after: float | None) -> None:
-        plan.retry_delay = min(MAX_RETRY_DELAY, max(1.0, plan.retry_delay * 2))
-        delay = max(plan.retry_delay, retry_after or 0.0)
-        if now < plan.token.expires_at:
-            delay = min(delay, max(1.0, plan.token.expires_at - now))
+        token = plan.token
+        honoured = min(MAX_RETRY_DELAY, retry_after or 0.0)
+        if token.withdrawn is not None or now >= token.expires_at:
+            # Every call is blocked until a refresh succeeds: ask again within a second,
+            # so calls resume about a second after the control plane is back.
+            delay = max(random.uniform(*EXPIRED_RETRY_DELAY), honoured)
+        else:
+            plan.retry_delay = min(MAX_RETRY_DELAY, max(1.0, plan.retry_delay * 2))
+            delay = max(plan.retry_delay, honoured)
+            delay = min(delay, max(1.0, token.expires_at - now))  # try again at expiry
         plan.refresh_error = error
         plan.next_attempt_at = now + delay
 
@@ -819,17 +888,19 @@ class Guard:
             wait = _REFRESHER_MAX_SLEEP
             if plan is not None and plan.blocked is None and not plan.ended:
                 now = self._clock()
-                if now >= plan.next_attempt_at:
+                if now >= plan.next_attempt_at or now >= self._jwks.next_check_at:
                     try:
-                        self._attempt_refresh(plan, plan.token)
+                        self.refresh_if_due()
                     except Exception:  # pragma: no cover - keep the refresher alive
                         logger.exception("plangate guard: unexpected refresh failure")
                     if plan.next_attempt_at <= self._clock():
                         # Nothing moved the next attempt forward (a clock that stands
                         # still, a plan replaced meanwhile): never spin.
                         self._refresh_wake.wait(1.0)
-                    continue
-                wait = min(wait, plan.next_attempt_at - now)
+                        continue
+                    now = self._clock()
+                jwks_wait = max(self._jwks.next_check_at - now, _JWKS_CHECK_FLOOR)
+                wait = min(wait, plan.next_attempt_at - now, jwks_wait)
             self._refresh_wake.wait(max(wait, 0.01))
             self._refresh_wake.clear()
 
@@ -871,6 +942,11 @@ class Guard:
         pending = tuple(step.index for step in steps if step.required and step.used == 0)
         if plan.blocked is not None:
             state, reason = "blocked", plan.blocked.reason
+        elif token.withdrawn is not None:
+            state, reason = (
+                "invalid",
+                f"the intent token can no longer be trusted: {token.withdrawn}",
+            )
         elif self._clock() >= token.expires_at:
             state, reason = "expired", "the intent token has expired"
         else:

@@ -200,10 +200,12 @@ class ControlPlaneClient:
 class JwksCache:
     """The control plane's verification keys, cached.
 
-    The set is fetched on first use, again when older than the server's ``max-age``, and
-    again when a token names a key id the set does not hold (a key rotated in since), but
-    never more than once per `min_refetch_interval` seconds: a stream of tokens with made-up
-    key ids cannot turn the guard into a load generator against the control plane.
+    The set is fetched on first use, again when older than the server's ``max-age`` (when a
+    token is verified, and from the guard's refresher through `refetch_if_stale`, so that a
+    withdrawn key is noticed), and again when a token names a key id the set does not hold
+    (a key rotated in since), but never more than once per `min_refetch_interval` seconds: a
+    stream of tokens with made-up key ids cannot turn the guard into a load generator
+    against the control plane.
     """
 
     def __init__(
@@ -230,6 +232,25 @@ class JwksCache:
         if document is not None:
             self._keys = KeySet(document)
         self._fresh_until = now + max_age
+
+    @property
+    def next_check_at(self) -> float:
+        """When `refetch_if_stale` will next ask the control plane."""
+        return max(self._fresh_until, self._fetched_at + self._min_refetch_interval)
+
+    def refetch_if_stale(self) -> KeySet | None:
+        """Refetch the set once it is older than its max-age (and the refetch interval has
+        passed since the last attempt). The refetched set, or None when nothing was asked or
+        the control plane could not answer (the cached set then stays)."""
+        with self._lock:
+            now = self._clock()
+            if self._keys is None or now < self.next_check_at:
+                return None
+            try:
+                self._refetch(now)
+            except (ControlPlaneUnavailable, ControlPlaneError):
+                return None
+            return self._keys
 
     def keys_for(self, kid: object) -> KeySet:
         """A key set to verify a token whose header names `kid`.

@@ -14,6 +14,7 @@ class Decision(StrEnum):
     PLAN_REVOKED = "plan_revoked"
     PLAN_EXPIRED = "plan_expired"
     TOKEN_EXPIRED = "token_expired"  # noqa: S105 (a decision code, not a secret)
+    TOKEN_INVALID = "token_invalid"  # noqa: S105 (its signing key left the JWKS)
     USER_DISABLED = "user_disabled"
     AGENT_DISABLED = "agent_disabled"
     INVALID_ARGUMENTS = "invalid_arguments"

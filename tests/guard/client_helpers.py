@@ -1,5 +1,6 @@
 """Helpers for the guard client tests: a hand-moved clock, a transport a test can break or
-tamper with, a token signer the test controls, and polling without timing assertions."""
+tamper with, a token signer the test controls, polling without timing assertions, and a
+real HTTP proxy in front of the live control plane that a test stops and restarts."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -121,3 +123,93 @@ def reissuing(
         return response
 
     return rewrite
+
+
+class ShiftedClock:
+    """The real time plus an offset a test moves: time passes as usual (background threads
+    wait real seconds), and a jump forward expires a token at once."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
+@dataclass
+class ThreadRecorder(httpx.BaseTransport):
+    """A real HTTP transport that notes which thread sent each request, and its path."""
+
+    inner: httpx.BaseTransport = field(default_factory=httpx.HTTPTransport)
+    requests: list[tuple[int, str]] = field(default_factory=list)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append((threading.get_ident(), f"{request.method} {request.url.path}"))
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def from_thread(self, ident: int) -> list[str]:
+        return [path for thread, path in list(self.requests) if thread == ident]
+
+
+class StoppableProxy:
+    """A real HTTP server on 127.0.0.1 forwarding every request to `upstream`, which a test
+    stops (connections are then refused, as for a control plane that is down) and starts
+    again on the same port."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream.rstrip("/")
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+        self.start()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        upstream = self.upstream
+
+        class Forward(BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {
+                    name: value
+                    for name, value in self.headers.items()
+                    if name.lower() not in ("host", "content-length", "connection")
+                }
+                response = httpx.request(
+                    self.command, upstream + self.path, headers=headers, content=body
+                )
+                self.send_response(response.status_code)
+                for name, value in response.headers.items():
+                    if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(response.content)))
+                self.end_headers()
+                self.wfile.write(response.content)
+
+            do_GET = do_POST = _forward
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        return Forward
+
+    def start(self) -> None:
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        server.daemon_threads = True
+        self.port = server.server_address[1]
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

@@ -161,10 +161,15 @@ def test_a_transient_failure_keeps_the_valid_token_then_calls_are_token_expired(
     assert "unreachable" in expired.reason
     assert guard.status().state == "expired"
 
-    # The control plane is back: the next call after the retry delay refreshes and passes.
+    # The control plane is back. A call never refreshes on its own thread (this guard has
+    # no background refresher), so it stays token_expired until a refresh is made.
     settings.PLANGATE_TOKEN_TTL = 900
     switchboard.down = False
     clock.advance(5)
+    requests = len(switchboard.paths)
+    assert guard.check("github_list_issues", REPO).code == Decision.TOKEN_EXPIRED
+    assert len(switchboard.paths) == requests
+    assert guard.refresh_if_due() is True
     assert guard.check("github_list_issues", REPO).allowed
     assert guard.status().state == "active"
 

@@ -578,7 +578,12 @@ def provably_different(expected: Any, value: Any) -> bool:
 
 
 def _other_string(expected: str, value: Any) -> bool:
-    return isinstance(value, str) and value != expected and is_valid_unicode(value)
+    # isascii() is O(1) in CPython: the call to is_valid_unicode is made only for non-ASCII.
+    return (
+        isinstance(value, str)
+        and value != expected
+        and (value.isascii() or is_valid_unicode(value))
+    )
 
 
 def _other_number(expected: float, value: Any) -> bool:
@@ -607,7 +612,9 @@ def _exclude_in(members: list[Any]) -> Matcher:
     if kind == "string":
         strings = frozenset(members)
         return lambda value: (
-            isinstance(value, str) and value not in strings and is_valid_unicode(value)
+            isinstance(value, str)
+            and value not in strings
+            and (value.isascii() or is_valid_unicode(value))
         )
     if kind == "number":
         numbers = frozenset(members)  # 1 and 1.0 hash alike, as JSON equality wants
@@ -622,7 +629,11 @@ def _exclude_in(members: list[Any]) -> Matcher:
 
 
 def _exclude_pattern(matches: Matcher, value: Any) -> bool:
-    return isinstance(value, str) and not matches(value) and is_valid_unicode(value)
+    return (
+        isinstance(value, str)
+        and not matches(value)
+        and (value.isascii() or is_valid_unicode(value))
+    )
 
 
 def _above(limit: float, value: Any) -> bool:
@@ -710,43 +721,68 @@ def compile_deny_args(args: Mapping[str, Any]) -> ArgsMatcher:
 MAX_ARGUMENT_DEPTH: Final = 256
 
 
+_NOT_FINITE: Final = 1
+_TOO_DEEP: Final = 2
+# Values that hold no number that could be non-finite (exact types: a subclass is checked
+# the long way).
+_PLAIN_SCALAR_TYPES: Final = frozenset({str, int, bool, type(None)})
+
+
 def non_finite_argument(args: Mapping[str, Any]) -> str | None:
     """Why the call's arguments cannot be decided on, or None: the name of the argument
     holding NaN or an infinity (anywhere inside it), or that they nest too deeply.
 
     No JSON document holds such a number (RFC 8259), yet Python's json module reads
     ``NaN`` and ``1e999``; no constraint can say whether NaN is "at most 1000", so the
-    guard refuses the call. Costs a type test per top-level argument in the common case.
+    guard refuses the call. On a call's path: exact type tests first, no allocation.
     """
+    plain = _PLAIN_SCALAR_TYPES
     for name, value in args.items():
         kind = type(value)
-        if kind is str or kind is int or kind is bool or value is None:
-            continue
+        if kind in plain:
+            continue  # most arguments: one set lookup
         if kind is float:
-            if not -_INFINITY < value < _INFINITY:
-                return f"argument {name!r} is not a finite number"
-            continue
-        problem = _nested_non_finite(value)
-        if problem is not None:
-            return f"argument {name!r} {problem}"
+            if -_INFINITY < value < _INFINITY:
+                continue
+            return f"argument {name!r} is not a finite number"
+        if (kind is list or kind is tuple) and plain.issuperset(map(type, value)):
+            continue  # a list of strings or integers, checked in C
+        problem = _non_finite(value, 0)
+        if problem == _NOT_FINITE:
+            nested = not isinstance(value, float)
+            what = "holds a number that is not finite" if nested else "is not a finite number"
+            return f"argument {name!r} {what}"
+        if problem == _TOO_DEEP:
+            return f"argument {name!r} nests deeper than {MAX_ARGUMENT_DEPTH} levels"
     return None
 
 
-def _nested_non_finite(root: Any) -> str | None:
-    stack = [(root, 0)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, float):
-            if not -_INFINITY < value < _INFINITY:
-                return "holds a number that is not finite"
-        elif isinstance(value, str | bytes | int) or value is None:
+def _non_finite(value: Any, depth: int) -> int:
+    """0 when every number in `value` is finite, else _NOT_FINITE or _TOO_DEEP."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return 0
+    if kind is float or isinstance(value, float):
+        return 0 if -_INFINITY < value < _INFINITY else _NOT_FINITE
+    if kind is list or kind is tuple:
+        items: Any = value
+    elif kind is dict or isinstance(value, Mapping):
+        items = value.values()
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        return 0  # not JSON at all; matching treats it as a value of no JSON type
+    if depth >= MAX_ARGUMENT_DEPTH:
+        return _TOO_DEEP
+    if _PLAIN_SCALAR_TYPES.issuperset(map(type, items)):
+        return 0
+    for item in items:
+        if type(item) in _PLAIN_SCALAR_TYPES:
             continue
-        elif isinstance(value, Mapping | list | tuple):
-            if depth >= MAX_ARGUMENT_DEPTH:
-                return f"nests deeper than {MAX_ARGUMENT_DEPTH} levels"
-            items = value.values() if isinstance(value, Mapping) else value
-            stack.extend((item, depth + 1) for item in items)
-    return None
+        problem = _non_finite(item, depth + 1)
+        if problem:
+            return problem
+    return 0
 
 
 # --- narrowing many argument patterns at once -----------------------------------------------

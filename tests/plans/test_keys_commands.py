@@ -118,11 +118,20 @@ def test_list_keys_prints_a_table_without_json(keys):
 def test_revoke_key_withdraws_the_key_and_says_which_key_signs(keys):
     old_active, old_next = keys
 
-    output = run("revoke_key", old_active)
+    output = run("revoke_key", "--", old_active)
 
     assert f"revoked {old_active}" in output
     assert f"signing with {old_next}" in output
     assert states()[old_active] == "revoked"
+
+
+def test_revoke_key_takes_a_kid_that_starts_with_a_dash_after_a_double_dash(keys):
+    # A kid is base64url: one key in 64 starts with "-", which argparse reads as an option.
+    SigningKey.objects.filter(kid=keys[0]).update(kid="-" + keys[0][1:])
+
+    output = run("revoke_key", "--", "-" + keys[0][1:])
+
+    assert f"revoked -{keys[0][1:]}" in output
 
 
 def test_revoke_key_refuses_an_unknown_kid(keys):
@@ -135,7 +144,7 @@ def test_revoke_key_works_with_a_broken_encryption_key_and_says_nothing_signs(ke
         override_settings(KEY_ENCRYPTION_KEY=""),
         pytest.raises(CommandError, match="no key signs"),
     ):
-        call_command("revoke_key", keys[0])
+        call_command("revoke_key", "--", keys[0])
 
     assert states()[keys[0]] == "revoked"
 

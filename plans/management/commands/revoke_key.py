@@ -15,7 +15,10 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("kid", help="the key id, as `list_keys` prints it")
+        parser.add_argument(
+            "kid",
+            help="the key id, as `list_keys` prints it (one starting with '-' goes after '--')",
+        )
 
     def handle(self, *args, kid: str, **options) -> None:
         try:

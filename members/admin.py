@@ -12,7 +12,7 @@ from django.contrib.admin.utils import quote, unquote
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models import Count, OuterRef, Subquery
 from django.http import Http404, HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -31,7 +31,7 @@ from controlplane.admin_base import (
 )
 from policies.models import PolicyVersion
 
-from .models import Agent, ApiKey, Group, Member, Role, Team
+from .models import Agent, ApiKey, ApiKeyQuerySet, Group, Member, Role, Team
 from .services import api_key_create, api_key_revoke, member_disable
 
 MEMBERS_SHOWN = 50
@@ -251,14 +251,6 @@ class GroupAdmin(MembersShownAdmin):
 # --- agents and API keys -------------------------------------------------------------------
 
 
-def _api_key_state(api_key: ApiKey) -> str:
-    if api_key.is_revoked():
-        return "revoked"
-    if api_key.is_expired():
-        return "expired"
-    return "active"
-
-
 class ApiKeyInline(ReadOnlyPermissions, admin.TabularInline):
     model = ApiKey
     extra = 0
@@ -277,7 +269,7 @@ class ApiKeyInline(ReadOnlyPermissions, admin.TabularInline):
 
     @admin.display(description="state")
     def state(self, api_key: ApiKey) -> str:
-        return _api_key_state(api_key)
+        return api_key.state()
 
     @admin.display(description="")
     def revoke(self, api_key: ApiKey) -> str:
@@ -354,11 +346,7 @@ class AgentAdmin(PlangateModelAdmin):
                 active_version_id=Subquery(latest.values("pk")[:1]),
                 usable_keys=Count(
                     "api_keys",
-                    filter=Q(api_keys__revoked_at__isnull=True)
-                    & (
-                        Q(api_keys__expires_at__isnull=True)
-                        | Q(api_keys__expires_at__gt=timezone.now())
-                    ),
+                    filter=ApiKeyQuerySet.usable_condition(timezone.now(), through="api_keys"),
                 ),
             )
         )
@@ -474,14 +462,12 @@ class ApiKeyStateFilter(admin.SimpleListFilter):
         return [("active", "active"), ("revoked", "revoked"), ("expired", "expired")]
 
     def queryset(self, request, queryset):
-        now = timezone.now()
-        unexpired = Q(expires_at__isnull=True) | Q(expires_at__gt=now)
         if self.value() == "active":
-            return queryset.filter(unexpired, revoked_at__isnull=True)
+            return queryset.usable(timezone.now())
         if self.value() == "revoked":
-            return queryset.filter(revoked_at__isnull=False)
+            return queryset.revoked()
         if self.value() == "expired":
-            return queryset.filter(revoked_at__isnull=True, expires_at__lte=now)
+            return queryset.expired(timezone.now())
         return queryset
 
 
@@ -522,7 +508,7 @@ class ApiKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
 
     @admin.display(description="state")
     def state(self, api_key: ApiKey) -> str:
-        return _api_key_state(api_key)
+        return api_key.state()
 
     def object_action_available(self, obj: ApiKey, action_name: str) -> bool:
         return not obj.is_revoked()

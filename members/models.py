@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal, Self
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.db.models.functions import Lower
 from django.utils import timezone
 from ulid import ULID
@@ -112,6 +114,32 @@ class Agent(models.Model):
         return self.name
 
 
+ApiKeyState = Literal["active", "revoked", "expired"]
+
+
+class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
+    """The states of a key, as filters. ``ApiKey.state`` says the same of one loaded row."""
+
+    @staticmethod
+    def usable_condition(now: datetime, *, through: str = "") -> Q:
+        """Not revoked and not expired at ``now``; ``through`` reaches the keys from another
+        model (``"api_keys"`` from an agent), for a filtered aggregate."""
+        prefix = f"{through}__" if through else ""
+        return Q(**{f"{prefix}revoked_at__isnull": True}) & (
+            Q(**{f"{prefix}expires_at__isnull": True}) | Q(**{f"{prefix}expires_at__gt": now})
+        )
+
+    def usable(self, now: datetime) -> Self:
+        return self.filter(self.usable_condition(now))
+
+    def revoked(self) -> Self:
+        return self.filter(revoked_at__isnull=False)
+
+    def expired(self, now: datetime) -> Self:
+        # A revoked key is "revoked" whatever its expiry: the states do not overlap.
+        return self.filter(revoked_at__isnull=True, expires_at__lte=now)
+
+
 class ApiKey(models.Model):
     """An agent's credential. Only a keyed hash of the secret is kept; see members.services."""
 
@@ -123,6 +151,8 @@ class ApiKey(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = ApiKeyQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -139,8 +169,14 @@ class ApiKey(models.Model):
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
 
-    def is_expired(self, now: datetime | None = None) -> bool:
-        return self.expires_at is not None and self.expires_at <= (now or timezone.now())
+    def state(self, now: datetime | None = None) -> ApiKeyState:
+        """This row's state, by the same conditions as ``ApiKeyQuerySet`` (tests hold the two
+        together): revoked wins over expired."""
+        if self.is_revoked():
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= (now or timezone.now()):
+            return "expired"
+        return "active"
 
     def is_usable(self, now: datetime | None = None) -> bool:
-        return not self.is_revoked() and not self.is_expired(now)
+        return self.state(now) == "active"

@@ -117,16 +117,17 @@ def api_key_authenticate(plaintext: str) -> ApiKey:
     # even compare) is refused before the query.
     if len(lookup_id) != LOOKUP_ID_LENGTH or not secret or lookup_id.strip(_HEX_DIGITS):
         raise invalid
-    # get() rather than first(): lookup_id is unique, and no ORDER BY is needed.
+    # get() rather than first(): lookup_id is unique, and no ORDER BY is needed. A revoked
+    # or expired key is not found, the same answer as an unknown one.
     try:
-        api_key = ApiKey.objects.select_related("agent", "agent__team", "agent__policy").get(
-            lookup_id=lookup_id
+        api_key = (
+            ApiKey.objects.usable(timezone.now())
+            .select_related("agent", "agent__team", "agent__policy")
+            .get(lookup_id=lookup_id)
         )
     except ApiKey.DoesNotExist:
-        api_key = None
-    if api_key is None or not hmac.compare_digest(api_key.secret_hash, _hash_secret(secret)):
-        raise invalid
-    if not api_key.is_usable():
+        raise invalid from None
+    if not hmac.compare_digest(api_key.secret_hash, _hash_secret(secret)):
         raise invalid
     return api_key
 

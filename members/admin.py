@@ -12,7 +12,7 @@ from django.contrib.admin.utils import quote, unquote
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -29,7 +29,7 @@ from controlplane.admin_base import (
     datetime_column,
     redirect_after_action,
 )
-from policies.models import PolicyVersion
+from policies.models import active_version_annotations
 
 from .models import Agent, ApiKey, ApiKeyQuerySet, Group, Member, Role, Team
 from .services import api_key_create, api_key_revoke, member_disable
@@ -337,13 +337,11 @@ class AgentAdmin(PlangateModelAdmin):
     change_form_template = "admin/members/agent/change_form.html"
 
     def get_queryset(self, request):
-        latest = PolicyVersion.objects.filter(policy=OuterRef("policy_id")).order_by("-number")
         return (
             super()
             .get_queryset(request)
             .annotate(
-                active_version_number=Subquery(latest.values("number")[:1]),
-                active_version_id=Subquery(latest.values("pk")[:1]),
+                **active_version_annotations("policy_id"),
                 usable_keys=Count(
                     "api_keys",
                     filter=ApiKeyQuerySet.usable_condition(timezone.now(), through="api_keys"),

@@ -12,7 +12,7 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import Count, OuterRef, Prefetch, Subquery
+from django.db.models import Count, Prefetch
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -155,15 +155,11 @@ class PolicyAdmin(PlangateModelAdmin):
     ordering = ["team", "slug"]
 
     def get_queryset(self, request):
-        latest = PolicyVersion.objects.filter(policy=OuterRef("pk")).order_by("-number")
         return (
             super()
             .get_queryset(request)
-            .annotate(
-                current_number=Subquery(latest.values("number")[:1]),
-                current_id=Subquery(latest.values("pk")[:1]),
-                agent_total=Count("agents"),
-            )
+            .with_active_version()
+            .annotate(agent_total=Count("agents"))
             .prefetch_related(
                 Prefetch("agents", queryset=Agent.objects.only("id", "name", "policy_id"))
             )
@@ -193,10 +189,10 @@ class PolicyAdmin(PlangateModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # versions are kept: tokens and plans point at them
 
-    @admin.display(description="current version", ordering="current_number")
+    @admin.display(description="current version", ordering="active_version_number")
     def current_version(self, policy: Policy) -> str:
-        number = getattr(policy, "current_number", None)
-        version_id = getattr(policy, "current_id", None)
+        number = getattr(policy, "active_version_number", None)
+        version_id = getattr(policy, "active_version_id", None)
         if number is None:
             version = policy_active_version(policy=policy)
             if version is None:
@@ -341,7 +337,8 @@ class PolicyVersionAdmin(ReadOnlyPermissions, PlangateModelAdmin):
             parts.append(format_html("← {}", admin_link(previous, f"v{previous.number}")))
         if following:
             parts.append(format_html("{} →", admin_link(following, f"v{following.number}")))
-        else:
+        active = policy_active_version(policy=version.policy_id)
+        if active is not None and active.pk == version.pk:
             parts.append("this is the active version")
         return format_html_join(" · ", "{}", ((part,) for part in parts))
 

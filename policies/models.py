@@ -2,7 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Self
+
 from django.db import models
+from django.db.models import OuterRef, Subquery
+
+
+class PolicyVersionQuerySet(models.QuerySet["PolicyVersion"]):
+    def of_policy_newest_first(self, policy: Policy | int | OuterRef) -> Self:
+        """The policy's versions, the active one first: a policy's active version is its
+        newest. Every read of "the active version" starts here."""
+        policy_id = policy.pk if isinstance(policy, Policy) else policy
+        return self.filter(policy_id=policy_id).order_by("-number")
+
+
+def active_version_annotations(policy_field: str = "pk") -> dict[str, Subquery]:
+    """``active_version_id`` and ``active_version_number`` of the policy that ``policy_field``
+    names on the annotated model (``"pk"`` on a policy, ``"policy_id"`` on an agent)."""
+    newest = PolicyVersion.objects.of_policy_newest_first(OuterRef(policy_field))
+    return {
+        "active_version_id": Subquery(newest.values("pk")[:1]),
+        "active_version_number": Subquery(newest.values("number")[:1]),
+    }
+
+
+class PolicyQuerySet(models.QuerySet["Policy"]):
+    def with_active_version(self) -> Self:
+        """Each policy with ``active_version_id`` and ``active_version_number`` (None when
+        nothing is published), in the same query."""
+        return self.annotate(**active_version_annotations("pk"))
 
 
 class Policy(models.Model):
@@ -10,6 +38,8 @@ class Policy(models.Model):
     slug = models.SlugField(max_length=64)
     description = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = PolicyQuerySet.as_manager()
 
     class Meta:
         ordering = ["team", "slug"]
@@ -32,6 +62,8 @@ class PolicyVersion(models.Model):
     comment = models.CharField(max_length=500, blank=True)
     created_by = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = PolicyVersionQuerySet.as_manager()
 
     class Meta:
         ordering = ["policy", "-number"]

@@ -7,10 +7,4 @@ from .models import Policy, PolicyVersion
 
 def policy_active_version(*, policy: Policy | int) -> PolicyVersion | None:
     """The newest version: the one that admits plans now."""
-    policy_id = policy.pk if isinstance(policy, Policy) else policy
-    return (
-        PolicyVersion.objects.select_related("policy")
-        .filter(policy_id=policy_id)
-        .order_by("-number")
-        .first()
-    )
+    return PolicyVersion.objects.of_policy_newest_first(policy).select_related("policy").first()

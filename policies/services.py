@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import Max
 
 from controlplane.problems import DomainError
 from guard.errors import DocumentInvalid
@@ -11,6 +10,7 @@ from guard.policy import policy_hash, validate_policy
 from members.models import Team
 
 from .models import Policy, PolicyVersion
+from .selectors import policy_active_version
 
 
 def policy_document_validate(document: object) -> dict:
@@ -36,10 +36,10 @@ def policy_version_publish(
     with transaction.atomic():
         # Lock the policy row so two concurrent edits get n+1 and n+2, not a collision.
         Policy.objects.select_for_update().filter(pk=policy.pk).get()
-        current = policy.versions.order_by("-number").first()
+        current = policy_active_version(policy=policy)
         if current is not None and current.hash == digest:
             return current
-        number = (policy.versions.aggregate(top=Max("number"))["top"] or 0) + 1
+        number = (current.number if current is not None else 0) + 1
         return PolicyVersion.objects.create(
             policy=policy,
             number=number,

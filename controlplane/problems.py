@@ -11,6 +11,7 @@ import logging
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
@@ -35,32 +36,61 @@ class Problem:
     title: str
 
 
-# The stable codes of the API. Tests import these names rather than message texts.
-PROBLEMS: dict[str, Problem] = {
-    "invalid_request": Problem(400, "The request is malformed"),
-    "invalid_plan": Problem(400, "The plan is invalid"),
-    "invalid_policy": Problem(400, "The policy document is invalid"),
-    "invalid_events": Problem(400, "The events are invalid"),
-    "invalid_api_key": Problem(401, "The API key is missing or not valid"),
-    "invalid_token": Problem(401, "The token is not valid"),
-    "agent_disabled": Problem(403, "The agent is disabled"),
-    "unknown_user": Problem(403, "The plan's user is not a member of this team"),
-    "user_disabled": Problem(403, "The plan's user is disabled"),
-    "policy_denied": Problem(403, "The active policy denies the plan"),
-    "permission_denied": Problem(403, "Not allowed"),
-    "not_found": Problem(404, "Not found"),
-    "plan_not_found": Problem(404, "No such plan"),
-    "method_not_allowed": Problem(405, "Method not allowed"),
-    "not_acceptable": Problem(406, "Not acceptable"),
-    "plan_mismatch": Problem(409, "The token does not belong to this plan"),
-    "plan_revoked": Problem(410, "The plan was revoked"),
-    "plan_expired": Problem(410, "The plan has expired"),
-    "payload_too_large": Problem(413, "The request body is too large"),
-    "unsupported_media_type": Problem(415, "Unsupported media type"),
-    "throttled": Problem(429, "Too many requests"),
-    "server_error": Problem(500, "Internal error"),
-    "no_signing_key": Problem(503, "No signing key is available"),
-    "database_unavailable": Problem(503, "The database is unavailable"),
+class Code(StrEnum):
+    """The stable machine codes of the API: the one list. Tests import these, not texts."""
+
+    INVALID_REQUEST = "invalid_request"
+    INVALID_PLAN = "invalid_plan"
+    INVALID_POLICY = "invalid_policy"
+    INVALID_EVENTS = "invalid_events"
+    INVALID_API_KEY = "invalid_api_key"
+    INVALID_TOKEN = "invalid_token"  # noqa: S105 (an error code, not a secret)
+    AGENT_DISABLED = "agent_disabled"
+    UNKNOWN_USER = "unknown_user"
+    USER_DISABLED = "user_disabled"
+    POLICY_DENIED = "policy_denied"
+    PERMISSION_DENIED = "permission_denied"
+    NOT_FOUND = "not_found"
+    PLAN_NOT_FOUND = "plan_not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    NOT_ACCEPTABLE = "not_acceptable"
+    PLAN_MISMATCH = "plan_mismatch"
+    PLAN_REVOKED = "plan_revoked"
+    PLAN_EXPIRED = "plan_expired"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    THROTTLED = "throttled"
+    SERVER_ERROR = "server_error"
+    NO_SIGNING_KEY = "no_signing_key"
+    DATABASE_UNAVAILABLE = "database_unavailable"
+
+
+# What each code answers. Keyed by Code; a Code is a str, so a plain string looks up too.
+PROBLEMS: dict[Code, Problem] = {
+    Code.INVALID_REQUEST: Problem(400, "The request is malformed"),
+    Code.INVALID_PLAN: Problem(400, "The plan is invalid"),
+    Code.INVALID_POLICY: Problem(400, "The policy document is invalid"),
+    Code.INVALID_EVENTS: Problem(400, "The events are invalid"),
+    Code.INVALID_API_KEY: Problem(401, "The API key is missing or not valid"),
+    Code.INVALID_TOKEN: Problem(401, "The token is not valid"),
+    Code.AGENT_DISABLED: Problem(403, "The agent is disabled"),
+    Code.UNKNOWN_USER: Problem(403, "The plan's user is not a member of this team"),
+    Code.USER_DISABLED: Problem(403, "The plan's user is disabled"),
+    Code.POLICY_DENIED: Problem(403, "The active policy denies the plan"),
+    Code.PERMISSION_DENIED: Problem(403, "Not allowed"),
+    Code.NOT_FOUND: Problem(404, "Not found"),
+    Code.PLAN_NOT_FOUND: Problem(404, "No such plan"),
+    Code.METHOD_NOT_ALLOWED: Problem(405, "Method not allowed"),
+    Code.NOT_ACCEPTABLE: Problem(406, "Not acceptable"),
+    Code.PLAN_MISMATCH: Problem(409, "The token does not belong to this plan"),
+    Code.PLAN_REVOKED: Problem(410, "The plan was revoked"),
+    Code.PLAN_EXPIRED: Problem(410, "The plan has expired"),
+    Code.PAYLOAD_TOO_LARGE: Problem(413, "The request body is too large"),
+    Code.UNSUPPORTED_MEDIA_TYPE: Problem(415, "Unsupported media type"),
+    Code.THROTTLED: Problem(429, "Too many requests"),
+    Code.SERVER_ERROR: Problem(500, "Internal error"),
+    Code.NO_SIGNING_KEY: Problem(503, "No signing key is available"),
+    Code.DATABASE_UNAVAILABLE: Problem(503, "The database is unavailable"),
 }
 
 
@@ -69,15 +99,16 @@ class DomainError(Exception):
 
     def __init__(
         self,
-        code: str,
+        code: Code | str,
         detail: str | None = None,
         *,
         errors: Iterable[FieldError] = (),
         headers: dict[str, str] | None = None,
     ) -> None:
-        if code not in PROBLEMS:
-            raise ValueError(f"unknown problem code {code!r}")
-        self.code = code
+        try:
+            self.code = Code(code)
+        except ValueError:
+            raise ValueError(f"unknown problem code {code!r}") from None
         self.detail = detail or PROBLEMS[code].title
         self.errors = list(errors)
         self.headers = headers or {}
@@ -134,14 +165,15 @@ def payload_too_large_error() -> DomainError:
 
 
 def problem_body(
-    code: str, detail: str, *, errors: Iterable[FieldError] = (), instance: str | None = None
+    code: Code | str, detail: str, *, errors: Iterable[FieldError] = (), instance: str | None = None
 ) -> dict[str, Any]:
-    problem = PROBLEMS[code]
+    name = Code(code).value  # the body carries plain strings
+    problem = PROBLEMS[Code(name)]
     body: dict[str, Any] = {
-        "type": f"urn:plangate:problem:{code}",
+        "type": f"urn:plangate:problem:{name}",
         "title": problem.title,
         "status": problem.status,
-        "code": code,
+        "code": name,
         "detail": detail,
     }
     error_list = [{"path": e.path, "detail": e.detail} for e in errors]

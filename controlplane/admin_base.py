@@ -31,21 +31,12 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import url_has_allowed_host_and_scheme
 
-# How each Plangate model reaches its team; "" is the team itself.
-TEAM_PATHS: dict[str, str] = {
-    "members.team": "",
-    "members.member": "team",
-    "members.role": "team",
-    "members.group": "team",
-    "members.agent": "team",
-    "members.apikey": "agent__team",
-    "policies.policy": "team",
-    "policies.policyversion": "policy__team",
-    "plans.plan": "team",
-    "plans.plantoken": "plan__team",
-    "plans.planevent": "plan__team",
-    "plans.plandisplayupdate": "plan__team",
-}
+
+def team_path_of(model: type) -> str | None:
+    """How rows of ``model`` reach their team, as the model declares it (``team_path``,
+    "" for the team itself), or None when they are no team's data (signing keys, users)."""
+    return getattr(model, "team_path", None)
+
 
 _TEAM_IDS_ATTRIBUTE = "_plangate_team_ids"
 
@@ -68,12 +59,12 @@ def sees_several_teams(request: HttpRequest) -> bool:
     return team_ids is None or len(team_ids) > 1
 
 
-def scope_to_teams(queryset: QuerySet, request: HttpRequest, team_path: str | None = None):
-    """``queryset`` restricted to the user's teams; unchanged for a superuser."""
+def scope_to_teams(queryset: QuerySet, request: HttpRequest):
+    """``queryset`` restricted to the user's teams; unchanged for a superuser and for rows
+    that are no team's data."""
+    team_path = team_path_of(queryset.model)
     if team_path is None:
-        team_path = TEAM_PATHS.get(queryset.model._meta.label_lower)
-        if team_path is None:
-            return queryset
+        return queryset
     team_ids = user_team_ids(request)
     if team_ids is None:
         return queryset
@@ -110,26 +101,20 @@ class ReadOnlyPermissions:
 
 
 class PlangateModelAdmin(admin.ModelAdmin):
-    """Team-scoped querysets and choices; disallowed actions answer 403."""
-
-    #: lookup from this model to its team; None: not a team's data (signing keys)
-    team_path: str | None = None
+    """Team-scoped querysets and choices (each model says how it reaches its team, see
+    ``team_path_of``); disallowed actions answer 403."""
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        queryset = super().get_queryset(request)
-        if self.team_path is None:
-            return queryset
-        return scope_to_teams(queryset, request, self.team_path)
+        return scope_to_teams(super().get_queryset(request), request)
 
     def _scoped_choices(self, db_field, request: HttpRequest, kwargs: dict) -> None:
         related = db_field.remote_field.model
-        team_path = TEAM_PATHS.get(related._meta.label_lower)
-        if team_path is None or "queryset" in kwargs:
+        if team_path_of(related) is None or "queryset" in kwargs:
             return
         queryset = self.get_field_queryset(kwargs.get("using"), db_field, request)
         if queryset is None:
             queryset = related._default_manager.all()
-        kwargs["queryset"] = scope_to_teams(queryset, request, team_path)
+        kwargs["queryset"] = scope_to_teams(queryset, request)
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         self._scoped_choices(db_field, request, kwargs)
@@ -142,7 +127,7 @@ class PlangateModelAdmin(admin.ModelAdmin):
     def get_changeform_initial_data(self, request: HttpRequest) -> dict:
         initial = super().get_changeform_initial_data(request)
         team_ids = user_team_ids(request)
-        if self.team_path == "team" and team_ids is not None and len(team_ids) == 1:
+        if team_path_of(self.model) == "team" and team_ids is not None and len(team_ids) == 1:
             initial.setdefault("team", team_ids[0])
         return initial
 

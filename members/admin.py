@@ -64,7 +64,6 @@ def _members_summary(queryset, changelist_filter: str) -> str:
 
 @admin.register(Team)
 class TeamAdmin(PlangateModelAdmin):
-    team_path = ""
     list_display = ["name", "slug", "member_count", "agent_count", "log_call_arguments"]
     search_fields = ["name", "slug"]
     filter_horizontal = ["staff"]
@@ -151,7 +150,6 @@ class MemberForm(TeamConsistencyForm):
 
 @admin.register(Member)
 class MemberAdmin(PlangateModelAdmin):
-    team_path = "team"
     form = MemberForm
     list_display = ["email", "name", "team", "role", "group_list", "is_active", "created"]
     list_filter = [
@@ -210,7 +208,6 @@ class MemberAdmin(PlangateModelAdmin):
 class MembersShownAdmin(PlangateModelAdmin):
     """Roles and groups: their members listed on their page, counted in the list."""
 
-    team_path = "team"
     list_display = ["name", "team", "description", "member_count"]
     list_filter = [("team", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "description"]
@@ -311,7 +308,6 @@ API_KEY_FORM_TOKEN = OneTimeFormToken("api-key-create")
 
 @admin.register(Agent)
 class AgentAdmin(PlangateModelAdmin):
-    team_path = "team"
     form = AgentForm
     list_display = [
         "name",
@@ -474,7 +470,6 @@ class ApiKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
     """Browsable and revocable; created only from the agent's page ("Create API key" shows
     the secret once), never edited; revoked keys stay, for the record."""
 
-    team_path = "agent__team"
     list_display = [
         "prefix",
         "name",

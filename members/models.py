@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal, Self
+from typing import ClassVar, Literal, Self
 
 from django.conf import settings
 from django.db import models
@@ -18,6 +18,10 @@ def new_ulid() -> str:
 
 
 class Team(models.Model):
+    #: how a row reaches its team, read by the admin's scoping
+    #: (controlplane.admin_base.scope_to_teams); "" is the team itself
+    team_path: ClassVar[str] = ""
+
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     log_call_arguments = models.BooleanField(
@@ -40,6 +44,8 @@ class Team(models.Model):
 
 
 class Role(models.Model):
+    team_path: ClassVar[str] = "team"
+
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="roles")
     name = models.CharField(max_length=64)
     description = models.CharField(max_length=200, blank=True)
@@ -55,6 +61,8 @@ class Role(models.Model):
 
 
 class Group(models.Model):
+    team_path: ClassVar[str] = "team"
+
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="groups")
     name = models.CharField(max_length=64)
     description = models.CharField(max_length=200, blank=True)
@@ -72,6 +80,8 @@ class Group(models.Model):
 
 class Member(models.Model):
     """A person an agent may act for. E-mail is stored lowercased: matching is case-insensitive."""
+
+    team_path: ClassVar[str] = "team"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="members")
     email = models.EmailField(max_length=254)
@@ -97,6 +107,8 @@ class Member(models.Model):
 
 
 class Agent(models.Model):
+    team_path: ClassVar[str] = "team"
+
     id = models.CharField(primary_key=True, max_length=26, default=new_ulid, editable=False)
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="agents")
     name = models.CharField(max_length=200)
@@ -142,6 +154,8 @@ class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
 
 class ApiKey(models.Model):
     """An agent's credential. Only a keyed hash of the secret is kept; see members.services."""
+
+    team_path: ClassVar[str] = "agent__team"
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="api_keys")
     name = models.CharField(max_length=200, blank=True)

@@ -62,7 +62,6 @@ def _version_link(version) -> str:
 
 @admin.register(Plan)
 class PlanAdmin(ReadOnlyAdmin):
-    team_path = "team"
     list_display = [
         "goal_and_id",
         "member_email",
@@ -197,7 +196,6 @@ class PlanAdmin(ReadOnlyAdmin):
 class PlanTokenAdmin(ReadOnlyAdmin):
     """One row per token signed; the token itself is a bearer credential and never kept."""
 
-    team_path = "plan__team"
     list_display = [
         "issued",
         "plan_link",
@@ -247,7 +245,6 @@ class PlanTokenAdmin(ReadOnlyAdmin):
 class PlanEventAdmin(ReadOnlyAdmin):
     """What the guards reported deciding, call by call."""
 
-    team_path = "plan__team"
     list_display = ["occurred", "plan_link", "tool", "decision", "step", "reason"]
     list_filter = ["decision", ("occurred_at", admin.DateFieldListFilter)]
     search_fields = ["=plan__id", "tool"]
@@ -276,7 +273,6 @@ class PlanEventAdmin(ReadOnlyAdmin):
 class SigningKeyAdmin(ReadOnlyAdmin):
     """Keys are shared by every team. The private half never leaves the database."""
 
-    team_path = None
     list_display = ["kid", "state_shown", "created", "activated", "retired", "revoked"]
     list_filter = ["state"]
     search_fields = ["=kid"]

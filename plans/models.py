@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import ClassVar
 
 from django.db import models
 from django.db.models import Q
@@ -43,6 +44,8 @@ class SigningKey(models.Model):
 
 
 class Plan(models.Model):
+    team_path: ClassVar[str] = "team"
+
     class Status(models.TextChoices):
         ACTIVE = "active"
         EXPIRED = "expired"
@@ -81,6 +84,8 @@ class Plan(models.Model):
 class PlanToken(models.Model):
     """One row per signature. The token string itself is a bearer credential: never stored."""
 
+    team_path: ClassVar[str] = "plan__team"
+
     class Kind(models.TextChoices):
         ISSUE = "issue"
         REFRESH = "refresh"
@@ -106,6 +111,8 @@ class PlanToken(models.Model):
 class PlanEvent(models.Model):
     """A decision the agent's guard reported: what happened next to what was planned."""
 
+    team_path: ClassVar[str] = "plan__team"
+
     plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="events")
     occurred_at = models.DateTimeField(db_index=True)
     received_at = models.DateTimeField(auto_now_add=True)
@@ -125,6 +132,8 @@ class PlanEvent(models.Model):
 
 class PlanDisplayUpdate(models.Model):
     """An Agent Client Protocol plan update the agent showed its user, kept as sent."""
+
+    team_path: ClassVar[str] = "plan__team"
 
     plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="display_updates")
     occurred_at = models.DateTimeField(null=True, blank=True)

@@ -146,7 +146,6 @@ class PolicyForm(forms.ModelForm):
 
 @admin.register(Policy)
 class PolicyAdmin(PlangateModelAdmin):
-    team_path = "team"
     form = PolicyForm
     list_display = ["slug", "team", "current_version", "agent_list", "description"]
     list_filter = [("team", admin.RelatedOnlyFieldListFilter)]
@@ -281,7 +280,6 @@ class PolicyAdmin(PlangateModelAdmin):
 class PolicyVersionAdmin(ReadOnlyPermissions, PlangateModelAdmin):
     """Published versions: read-only for everyone, superusers included."""
 
-    team_path = "policy__team"
     list_display = [
         "__str__",
         "policy",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Self
+from typing import ClassVar, Self
 
 from django.db import models
 from django.db.models import OuterRef, Subquery
@@ -34,6 +34,8 @@ class PolicyQuerySet(models.QuerySet["Policy"]):
 
 
 class Policy(models.Model):
+    team_path: ClassVar[str] = "team"
+
     team = models.ForeignKey("members.Team", on_delete=models.CASCADE, related_name="policies")
     slug = models.SlugField(max_length=64)
     description = models.CharField(max_length=500, blank=True)
@@ -54,6 +56,8 @@ class Policy(models.Model):
 
 class PolicyVersion(models.Model):
     """One published document of a policy. Rows are never updated: tokens point at them."""
+
+    team_path: ClassVar[str] = "policy__team"
 
     policy = models.ForeignKey(Policy, on_delete=models.PROTECT, related_name="versions")
     number = models.PositiveIntegerField()

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 READY := $(VENV)/.ready
 
-.PHONY: run test bench lint format setup clean
+.PHONY: run test check bench lint format setup clean
 
 $(READY): requirements.txt requirements-dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Plangate needs Python 3.11 or newer")'
@@ -20,6 +20,13 @@ run: $(READY)
 
 test: $(READY)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The loop while editing, well under a minute: no servers, browsers, PostgreSQL, Redis or
+# virtualenvs (`slow`), a smaller hypothesis profile, stop at the first failure. `make test`
+# and CI still run everything.
+QUICK_MARKERS := not slow and not browser and not worker and not postgres and not redis
+check: $(READY)
+	HYPOTHESIS_PROFILE=dev $(BIN)/python -m pytest -m "$(QUICK_MARKERS)" -x -q -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: $(READY)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import HealthCheck, settings
 from rest_framework.test import APIClient
 
 from members.models import Agent, Member, Team
@@ -15,6 +16,23 @@ from policies.models import PolicyVersion
 from policies.services import policy_set
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+# One home for how hard the property-based tests try; a test states its own settings only
+# where it needs something else, and says why. No deadline and no too_slow health check:
+# the machines are shared, and a timing is never a pass/fail criterion here.
+settings.register_profile(
+    "default",
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+# CI explores more and prints the blob that replays a failure locally.
+settings.register_profile(
+    "ci", parent=settings.get_profile("default"), max_examples=300, print_blob=True
+)
+# `make check`: the quick loop while editing; CI and `make test` still run the full profile.
+settings.register_profile("dev", parent=settings.get_profile("default"), max_examples=20)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if IN_CI else "default"))
 
 POLICY = {
     "version": 1,

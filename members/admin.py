@@ -31,7 +31,7 @@ from controlplane.admin_base import (
 )
 from policies.models import active_version_annotations
 
-from .models import Agent, ApiKey, ApiKeyQuerySet, Group, Member, Role, Team
+from .models import Agent, ApiKey, ApiKeyQuerySet, Group, Member, Role, Team, email_normalize
 from .services import api_key_create, api_key_revoke, member_disable
 
 MEMBERS_SHOWN = 50
@@ -143,9 +143,7 @@ class MemberForm(TeamConsistencyForm):
         fields = ["team", "email", "name", "role", "groups", "is_active"]
 
     def clean_email(self) -> str:
-        # Stored lowercased, as members.services.member_upsert stores them: plans match
-        # their user case-insensitively.
-        return self.cleaned_data["email"].strip().lower()
+        return email_normalize(self.cleaned_data["email"])
 
 
 @admin.register(Member)

@@ -78,6 +78,24 @@ class Group(models.Model):
         return self.name
 
 
+def email_normalize(email: str) -> str:
+    """The form a member's e-mail is stored and matched in: trimmed and lowercased, so a
+    plan's user matches case-insensitively."""
+    return email.strip().lower()
+
+
+class MemberQuerySet(models.QuerySet["Member"]):
+    def for_email(self, team: Team | int, email: str) -> Self:
+        """The team's member with this e-mail (in any case), as a queryset: add
+        ``select_for_update()`` or ``select_related()``, then ``get()`` or ``first()``."""
+        # LOWER(email) is the expression the (team, lower(email)) unique index holds, so the
+        # lookup is an index probe on SQLite and PostgreSQL alike (iexact is not).
+        team_id = team.pk if isinstance(team, Team) else team
+        return self.alias(email_lower=Lower("email")).filter(
+            team_id=team_id, email_lower=email_normalize(email)
+        )
+
+
 class Member(models.Model):
     """A person an agent may act for. E-mail is stored lowercased: matching is case-insensitive."""
 
@@ -92,6 +110,8 @@ class Member(models.Model):
     groups = models.ManyToManyField(Group, blank=True, related_name="members")
     is_active = models.BooleanField("active", default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = MemberQuerySet.as_manager()
 
     class Meta:
         ordering = ["team", "email"]

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from controlplane.problems import DomainError
 
-from .models import Agent, ApiKey, Group, Member, Role, Team
+from .models import Agent, ApiKey, Group, Member, Role, Team, email_normalize
 
 API_KEY_PREFIX = "pg_"
 LOOKUP_ID_LENGTH = 12
@@ -41,11 +41,10 @@ def member_upsert(
 ) -> Member:
     """Create the member, or update the given fields of an existing one (e-mail is matched
     case-insensitively). Missing roles and groups are created in the member's team."""
-    email = email.strip().lower()
     with transaction.atomic():
-        member = Member.objects.select_for_update().filter(team=team, email__iexact=email).first()
+        member = Member.objects.for_email(team, email).select_for_update().first()
         if member is None:
-            member = Member(team=team, email=email)
+            member = Member(team=team, email=email_normalize(email))
         if name is not None:
             member.name = name
         if role is not None:
@@ -63,7 +62,7 @@ def member_upsert(
 
 def member_disable(*, team: Team, email: str) -> Member:
     with transaction.atomic():
-        member = Member.objects.select_for_update().filter(team=team, email__iexact=email).first()
+        member = Member.objects.for_email(team, email).select_for_update().first()
         if member is None:
             raise DomainError("unknown_user", f"{email} is not a member of team {team.slug}.")
         if member.is_active:

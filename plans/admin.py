@@ -28,6 +28,7 @@ from controlplane.admin_base import (
     redirect_after_action,
 )
 from controlplane.problems import DomainError
+from members.models import email_normalize
 
 from . import keys
 from .admin_display import (
@@ -52,7 +53,7 @@ class MemberEmailFilter(TextInputFilter):
     placeholder = "alice@example.com"
 
     def queryset(self, request, queryset):
-        value = (self.value() or "").strip().lower()
+        value = email_normalize(self.value() or "")
         return queryset.filter(member__email=value) if value else queryset
 
 

@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models.functions import Lower
 from django.utils import timezone
 
 from controlplane.problems import DomainError
@@ -80,15 +79,9 @@ def _require_active_agent(agent: Agent) -> None:
 
 def _member_for(agent: Agent, email: str) -> Member:
     """The member of the agent's team with this e-mail, matched case-insensitively."""
-    # LOWER(email) is the expression the (team, lower(email)) unique index holds, so the
-    # lookup is an index probe on SQLite and PostgreSQL alike (iexact is not), and get()
-    # drops Meta.ordering, which would join the team table for nothing.
+    # get() drops Meta.ordering, which would join the team table for nothing.
     try:
-        member = (
-            Member.objects.select_related("role")
-            .alias(email_lower=Lower("email"))
-            .get(team_id=agent.team_id, email_lower=email.strip().lower())
-        )
+        member = Member.objects.for_email(agent.team_id, email).select_related("role").get()
     except Member.DoesNotExist:
         raise DomainError(
             "unknown_user", f"{email} is not a member of this agent's team."

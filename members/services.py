@@ -71,6 +71,14 @@ def member_disable(*, team: Team, email: str) -> Member:
     return member
 
 
+def agent_require_active(*, agent: Agent) -> None:
+    """DomainError ``agent_disabled`` unless the agent is active: the one refusal of a
+    disabled agent, made by the API before any work and by the plan services for any
+    other caller."""
+    if not agent.is_active:
+        raise DomainError("agent_disabled", f"Agent {agent.name} is disabled.")
+
+
 def agent_create(*, team: Team, name: str, policy) -> Agent:
     if policy.team_id != team.pk:
         raise ValueError("the policy belongs to another team")

@@ -23,7 +23,7 @@ from controlplane.problems import DomainError
 from guard.errors import FieldError
 from guard.plan import plan_json_schema
 from members.models import Agent
-from members.services import api_key_touch
+from members.services import agent_require_active, api_key_touch
 
 from .keys import jwks_document
 from .models import Plan, PlanToken
@@ -101,9 +101,7 @@ class AgentAPIView(APIView):
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         super().initial(request, *args, **kwargs)
-        agent = request.user
-        if not agent.is_active:
-            raise DomainError("agent_disabled", f"Agent {agent.name} is disabled.")
+        agent_require_active(agent=request.user)
 
     def finalize_response(self, request: Request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)

@@ -30,6 +30,7 @@ from guard.plan import plan_hash, validate_plan
 from guard.policy import evaluate_plan
 from guard.tokens import KeySet, public_jwk, unverified_header, verify_token
 from members.models import Agent, Member
+from members.services import agent_require_active
 from policies.models import PolicyVersion
 from policies.selectors import policy_active_version
 
@@ -70,11 +71,6 @@ def token_ttl_resolve(ttl: int | None) -> int:
             errors=[FieldError("ttl", f"must be between {low} and {high}")],
         )
     return ttl
-
-
-def _require_active_agent(agent: Agent) -> None:
-    if not agent.is_active:
-        raise DomainError("agent_disabled", f"Agent {agent.name} is disabled.")
 
 
 def _member_for(agent: Agent, email: str) -> Member:
@@ -201,7 +197,7 @@ def plan_issue(*, agent: Agent, document: object, ttl: int | None = None) -> Iss
     """Check the plan against the team and the agent's active policy, then sign it."""
     ttl = token_ttl_resolve(ttl)
     plan_document = plan_document_validate(document)
-    _require_active_agent(agent)
+    agent_require_active(agent=agent)
     member = _member_for(agent, plan_document["user"])
     role, groups = _role_and_groups(member)
     version = _admitted_policy_version(agent, plan_document, role, groups)
@@ -275,7 +271,7 @@ def plan_refresh(*, agent: Agent, plan_id: str, token: str, ttl: int | None = No
         raise DomainError("plan_mismatch", "The token was issued to another agent.")
     if claims.get("ph") != plan.hash:
         raise DomainError("plan_mismatch", "The token carries another plan hash.")
-    _require_active_agent(agent)
+    agent_require_active(agent=agent)
     now = timezone.now()
     if plan.status == Plan.Status.REVOKED:
         raise DomainError("plan_revoked", "The plan was revoked; declare a new plan.")

@@ -1,0 +1,31 @@
+"""The agent is active: one check, used by the API and the plan services."""
+
+from __future__ import annotations
+
+import pytest
+
+from controlplane.problems import DomainError
+from members.services import agent_require_active
+from plans.models import Plan
+from plans.services import plan_issue
+from tests.conftest import plan_document
+
+
+def test_an_active_agent_passes(agent):
+    agent_require_active(agent=agent.agent)
+
+
+def test_a_disabled_agent_is_refused_by_the_service_and_the_api_alike(agent):
+    agent.agent.is_active = False
+    agent.agent.save(update_fields=["is_active"])
+
+    with pytest.raises(DomainError) as refused:
+        agent_require_active(agent=agent.agent)
+    assert refused.value.code == "agent_disabled"
+    with pytest.raises(DomainError) as issued:
+        plan_issue(agent=agent.agent, document=plan_document())
+    assert issued.value.code == "agent_disabled"
+    response = agent.client.post("/v1/plans", {"plan": plan_document()}, format="json")
+    assert response.status_code == 403
+    assert response.json()["code"] == "agent_disabled"
+    assert not Plan.objects.exists()

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
@@ -169,7 +169,8 @@ def test_a_failing_sink_never_breaks_a_call(make_guard):
     assert guard.call("github_list_issues", REPO, lambda **args: "ok") == "ok"
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# A quarter of the profile: each example checks every update against both ACP schemas.
+@settings(max_examples=settings.default.max_examples // 4)
 @given(
     document=plans(),
     data=st.data(),
@@ -314,7 +315,8 @@ def test_malformed_messages_come_back_unreadable_not_raised():
     assert wrong.kind == "other"
 
 
-@settings(max_examples=300, deadline=None)
+# Three times the profile: examples are cheap and arbitrary JSON is a wide space.
+@settings(max_examples=3 * settings.default.max_examples)
 @given(message=wild_values | json_values)
 def test_reading_arbitrary_json_never_raises(message):
     assert read_plan_update(message).raw is message
@@ -347,7 +349,8 @@ session_update_like = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+# Three times the profile: examples are cheap and arbitrary JSON is a wide space.
+@settings(max_examples=3 * settings.default.max_examples)
 @given(
     body=session_update_like,
     wrap=st.sampled_from(["notification", "params", "bare"]),

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import re2
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from guard.constraints import (
@@ -47,14 +47,12 @@ def paths(errors: list[FieldError]) -> list[str]:
 # --- eq ------------------------------------------------------------------------------------
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(json_values)
 def test_eq_is_reflexive_for_any_json_value(value: object) -> None:
     assert matches({"eq": value}, value)
     assert matches({"eq": value}, copy.deepcopy(value))
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(safe_integers)
 def test_eq_compares_numbers_numerically(number: int) -> None:
     as_float = float(number)
@@ -69,7 +67,6 @@ def test_eq_one_equals_one_point_zero() -> None:
     assert matches({"eq": [1, {"a": 2}]}, [1.0, {"a": 2.0}])
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(st.booleans(), st.integers(min_value=-2, max_value=2))
 def test_eq_never_confuses_booleans_and_numbers(flag: bool, number: int) -> None:
     assert not matches({"eq": flag}, number)
@@ -98,7 +95,6 @@ def test_eq_compares_arrays_and_objects_deeply() -> None:
     assert not matches({"eq": "1"}, 1)
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(json_values, json_values)
 def test_json_equal_agrees_with_eq_constraint(left: object, right: object) -> None:
     assert compile_constraint({"eq": left})(right) is json_equal(left, right)
@@ -107,7 +103,6 @@ def test_json_equal_agrees_with_eq_constraint(left: object, right: object) -> No
 # --- in ------------------------------------------------------------------------------------
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(st.lists(json_values, min_size=1, max_size=5), json_values)
 def test_in_matches_exactly_the_members(members: list[object], value: object) -> None:
     expected = any(json_equal(member, value) for member in members)
@@ -127,27 +122,23 @@ def test_in_keeps_booleans_apart_from_numbers() -> None:
 # --- glob ----------------------------------------------------------------------------------
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(st.text())
 def test_glob_star_matches_any_string(text: str) -> None:
     assert matches({"glob": "*"}, text)
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(wild_values.filter(lambda value: not isinstance(value, str)))
 def test_glob_never_matches_a_non_string(value: object) -> None:
     assert not matches({"glob": "*"}, value)
     assert not matches({"glob": "a*b"}, value)
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(st.text(document_characters).filter(lambda text: not set(text) & set("*?[")), st.text())
 def test_glob_without_metacharacters_matches_exactly_itself(literal: str, other: str) -> None:
     assert matches({"glob": literal}, literal)
     assert matches({"glob": literal}, other) is (other == literal)
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(st.text(alphabet="ab/-![]*?", max_size=8), st.text(alphabet="ab/-![]", max_size=8))
 def test_glob_agrees_with_fnmatchcase_where_both_accept_the_pattern(
     pattern: str, text: str
@@ -207,7 +198,6 @@ def test_glob_with_bad_class_is_rejected(pattern: str) -> None:
 # --- regex ---------------------------------------------------------------------------------
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(st.text(max_size=20))
 def test_regex_is_a_whole_string_match(text: str) -> None:
     pattern = re2.escape(text)
@@ -246,14 +236,12 @@ def test_regex_against_a_string_with_lone_surrogates_does_not_match() -> None:
 # --- lte / gte -----------------------------------------------------------------------------
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(numbers, numbers)
 def test_lte_and_gte_agree_with_python_comparisons(bound: float, value: float) -> None:
     assert matches({"lte": bound}, value) is (value <= bound)
     assert matches({"gte": bound}, value) is (value >= bound)
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(numbers)
 def test_lte_and_gte_never_match_booleans_or_strings(bound: float) -> None:
     for value in (True, False, "1", None, [1]):
@@ -350,7 +338,6 @@ def test_args_with_unusual_names_get_bracketed_paths() -> None:
     assert paths(errors) == ['steps[0].args["a.b"].regx']
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(wild_values)
 def test_validate_constraint_never_raises(value: object) -> None:
     for error in validate_constraint(value, "c"):
@@ -358,7 +345,6 @@ def test_validate_constraint_never_raises(value: object) -> None:
         assert error.detail
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(constraints())
 def test_generated_constraints_are_valid(constraint: dict[str, Any]) -> None:
     assert validate_constraint(constraint, "c") == []
@@ -395,7 +381,6 @@ def test_call_arguments_that_are_not_an_object_do_not_match_pins(call_args: obje
     assert not compile_args({"repo": {"glob": "*"}, "n": {"gte": 0}})(call_args)
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(st.dictionaries(st.sampled_from(["a", "b", "c"]), constraints(), max_size=3), wild_values)
 def test_matching_never_raises_on_arbitrary_call_arguments(
     args: dict[str, Any], call_args: object
@@ -406,13 +391,11 @@ def test_matching_never_raises_on_arbitrary_call_arguments(
         assert match({"a": call_args, "b": call_args, "c": call_args}) in (True, False)
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(constraints(), wild_values)
 def test_constraint_matching_never_raises(constraint: dict[str, Any], value: object) -> None:
     assert compile_constraint(constraint)(value) in (True, False)
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(finite_floats)
 def test_float_arguments_against_integer_bounds(value: float) -> None:
     assert matches({"lte": 0}, value) is (value <= 0)

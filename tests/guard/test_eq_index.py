@@ -49,7 +49,8 @@ calls = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+# Three times the profile: the index must never change a decision; examples are cheap.
+@settings(max_examples=3 * settings.default.max_examples)
 @given(patterns=any_patterns, call=calls)
 def test_a_plan_matches_the_same_steps_with_and_without_the_index(patterns, call):
     plan = validate_plan(
@@ -74,7 +75,8 @@ def naive_decision(rules: list[dict[str, Any]], call: Any, default: str) -> tupl
     return default == "allow", None
 
 
-@settings(max_examples=300, deadline=None)
+# Three times the profile: the index must never change a decision; examples are cheap.
+@settings(max_examples=3 * settings.default.max_examples)
 @given(
     patterns=any_patterns.flatmap(
         lambda args: st.tuples(

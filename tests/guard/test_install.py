@@ -58,6 +58,7 @@ def test_every_guard_module_imports_without_django():
     assert {"guard.plan", "guard.policy", "guard.tokens"} <= set(loaded["modules"])
 
 
+@pytest.mark.slow  # builds a virtualenv and runs pip
 def test_pip_installs_the_guard_alone(tmp_path):
     # Build from a copy, so the build leaves nothing in the working tree.
     source = tmp_path / "guard"

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from guard.errors import DocumentInvalid
@@ -92,7 +92,6 @@ def test_user_is_kept_as_given() -> None:
     assert validate_plan(plan_with(user="Alice@ACME.dev"))["user"] == "Alice@ACME.dev"
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(plans())
 def test_validate_plan_is_idempotent_on_its_output(document: dict[str, Any]) -> None:
     plan = validate_plan(document)
@@ -119,7 +118,6 @@ def test_defaults_filled_and_explicit_defaults_hash_alike() -> None:
     assert plan_hash(validate_plan(implicit)) == plan_hash(validate_plan(explicit))
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(plans(), st.randoms(use_true_random=False))
 def test_key_order_does_not_change_the_hash(document: dict[str, Any], random: Any) -> None:
     def shuffled(value: Any) -> Any:
@@ -136,7 +134,6 @@ def test_key_order_does_not_change_the_hash(document: dict[str, Any], random: An
     assert plan_hash(shuffled(plan)) == plan_hash(plan)
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(plans(), st.data())
 def test_any_change_of_a_value_changes_the_hash(document: dict[str, Any], data: Any) -> None:
     plan = validate_plan(document)
@@ -316,7 +313,6 @@ def test_error_message_is_readable() -> None:
     assert isinstance(caught.value, ValueError)
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(wild_values)
 def test_garbage_only_ever_raises_document_invalid(document: object) -> None:
     try:
@@ -332,7 +328,6 @@ def test_garbage_only_ever_raises_document_invalid(document: object) -> None:
         plan_hash(plan)
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(plans(), st.data())
 def test_garbage_inside_a_valid_plan_only_raises_document_invalid(
     document: dict[str, Any], data: Any

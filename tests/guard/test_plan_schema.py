@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
@@ -118,7 +118,6 @@ def test_rules_beyond_json_schema_are_enforced_by_validate_plan(document: object
     assert not accepted_by_validate_plan(document)
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(plans())
 def test_every_valid_plan_satisfies_the_schema(document: dict[str, Any]) -> None:
     assert SCHEMA_VALIDATOR.is_valid(document)
@@ -144,7 +143,6 @@ MUTATIONS: dict[str, Any] = {
 }
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(plans(max_steps=3), st.sampled_from(sorted(MUTATIONS)), st.data())
 def test_schema_and_validate_plan_reject_the_same_mutations(
     document: dict[str, Any], mutation: str, data: Any

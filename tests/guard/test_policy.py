@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from guard.constraints import compile_args, compile_deny_args
@@ -89,7 +89,6 @@ def test_optional_rule_fields_are_kept() -> None:
     assert policy(rule)["rules"] == [rule]
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(policies())
 def test_validate_policy_is_idempotent(document: dict[str, Any]) -> None:
     normalised = validate_policy(document)
@@ -174,7 +173,6 @@ def test_max_rules_is_accepted() -> None:
     )
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(wild_values)
 def test_garbage_only_ever_raises_document_invalid(document: object) -> None:
     try:
@@ -184,7 +182,6 @@ def test_garbage_only_ever_raises_document_invalid(document: object) -> None:
         assert all(error.detail for error in invalid.errors)
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(policies(), st.data())
 def test_garbage_inside_a_valid_policy_only_raises_document_invalid(
     document: dict[str, Any], data: Any
@@ -448,7 +445,6 @@ calls = st.tuples(
 )
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(
     policies(),
     st.none() | role_names,
@@ -470,7 +466,6 @@ def test_compiled_policy_agrees_with_an_uncached_reference(
         )
 
 
-@settings(deadline=None)  # no timing assertions on shared machines
 @given(policies(), st.none() | role_names, st.lists(group_names, max_size=2), st.data())
 def test_no_rule_without_args_refuses_a_call_of_an_admitted_step(
     document: dict[str, Any], role: str | None, groups: list[str], data: Any

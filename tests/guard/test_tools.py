@@ -68,7 +68,8 @@ def test_an_unknown_style_is_refused():
         declare_plan_tool("langchain")  # type: ignore[arg-type]
 
 
-@settings(max_examples=50, deadline=None)
+# Half the profile: each example validates a plan against the JSON Schema, which is slow.
+@settings(max_examples=settings.default.max_examples // 2)
 @given(document=plans())
 def test_plans_the_guard_accepts_satisfy_the_tool_schema(document):
     validate_plan(document)

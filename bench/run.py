@@ -252,6 +252,7 @@ def running_server(args: argparse.Namespace, workdir: Path) -> Iterator[Server]:
             "LOG_LEVEL": "WARNING",
         }
         manage(env, "migrate", "--noinput", "-v", "0")
+        manage(env, "rotate_keys")  # the first signing keys: /readyz only reads them
         manage(
             env,
             "create_member",
@@ -322,7 +323,6 @@ def wait_until_ready(base_url: str, process: subprocess.Popen, log_path: Path) -
             if process.poll() is not None:
                 raise RuntimeError(f"gunicorn exited:\n{log_path.read_text()[-4000:]}")
             with contextlib.suppress(httpx.HTTPError):
-                # /readyz also creates the first signing keys on a fresh database.
                 if client.get("/readyz").status_code == 200:
                     return
             time.sleep(0.2)

@@ -14,7 +14,7 @@ from controlplane.problems import (
     database_unavailable_error,
     problem_body,
 )
-from plans.keys import active_signer
+from plans.keys import signing_readiness
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,11 @@ def _not_ready(request: HttpRequest, error: DomainError, checks: dict[str, str])
 
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Ready when the database answers and an active signing key can sign."""
+    """Ready when the database answers and an active signing key can sign.
+
+    A read, like every GET: it neither creates a key on an empty database (the first keys
+    come from a write, see docs/keys.md) nor decrypts the active key.
+    """
     checks: dict[str, str] = {}
     try:
         with connection.cursor() as cursor:
@@ -48,7 +52,8 @@ def readyz(request: HttpRequest) -> JsonResponse:
         checks["database"] = "unavailable"
         return _not_ready(request, database_unavailable_error(), checks)
     try:
-        checks["signingKey"] = active_signer().kid
+        checks["signingKey"] = signing_readiness()
     except DomainError as error:
+        checks["signingKey"] = "unavailable"
         return _not_ready(request, error, checks)
     return JsonResponse({"status": "ready", "checks": checks})

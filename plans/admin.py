@@ -7,6 +7,8 @@ revoking signing keys (``plans.keys``). Each leaves a history entry.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
@@ -328,30 +330,33 @@ class SigningKeyAdmin(ReadOnlyAdmin):
             *super().get_urls(),
         ]
 
-    def _log_key_changes(self, request: HttpRequest, before: dict[str, str], why: str) -> list[str]:
-        """A history entry for every key the operation created or moved to another state."""
-        changes = []
-        for key in SigningKey.objects.order_by("created_at"):
-            if key.kid not in before:
-                self.log_addition(request, key, f"Created as {key.state} by {why}.")
-                changes.append(f"{key.kid[:12]}… created ({key.state})")
-            elif before[key.kid] != key.state:
-                self.log_change(request, key, f"{before[key.kid]} → {key.state} by {why}.")
-                changes.append(f"{key.kid[:12]}… {before[key.kid]} → {key.state}")
-        return changes
+    def _log_key_changes(
+        self, request: HttpRequest, changes: Iterable[keys.KeyChange], why: str
+    ) -> list[str]:
+        """A history entry for every key the service reports it created or moved."""
+        lines = []
+        for change in changes:
+            # The key as the service left it: LogEntry keeps its pk and str(), nothing else.
+            key = SigningKey(kid=change.kid, state=change.after)
+            if change.before is None:
+                self.log_addition(request, key, f"Created as {change.after} by {why}.")
+                lines.append(f"{change.kid[:12]}… created ({change.after})")
+            else:
+                self.log_change(request, key, f"{change.before} → {change.after} by {why}.")
+                lines.append(f"{change.kid[:12]}… {change.before} → {change.after}")
+        return lines
 
     def rotate_view(self, request: HttpRequest):
         if not self.has_manage_permission(request):
             raise PermissionDenied
         changelist_url = reverse("admin:plans_signingkey_changelist")
         if request.method == "POST":
-            before = dict(SigningKey.objects.values_list("kid", "state"))
             try:
                 result = keys.signing_key_rotate(force=True)
             except (DomainError, keys.EncryptionKeyError) as exc:
                 self.message_user(request, f"Rotation failed: {exc}", messages.ERROR)
                 return HttpResponseRedirect(changelist_url)
-            self._log_key_changes(request, before, "“Rotate now”")
+            self._log_key_changes(request, result.changes, "“Rotate now”")
             self.message_user(
                 request,
                 f"Rotation: {result.describe()}.",
@@ -394,14 +399,14 @@ class SigningKeyAdmin(ReadOnlyAdmin):
         )
         if confirmation is not None:
             return confirmation
-        before = dict(SigningKey.objects.values_list("kid", "state"))
         failed = []
-        for key in queryset.exclude(state=SigningKey.State.REVOKED):
+        changed: list[keys.KeyChange] = []
+        for kid in queryset.exclude(state=SigningKey.State.REVOKED).values_list("kid", flat=True):
             try:
-                keys.signing_key_revoke(kid=key.kid)
+                changed.extend(keys.signing_key_revoke(kid=kid).changes)
             except (DomainError, keys.EncryptionKeyError) as exc:
-                failed.append(f"{key.kid[:12]}…: {exc}")
-        changes = self._log_key_changes(request, before, "“Revoke”")
+                failed.append(f"{kid[:12]}…: {exc}")
+        changes = self._log_key_changes(request, changed, "“Revoke”")
         if changes:
             self.message_user(request, "Revoked: " + "; ".join(changes) + ".")
         if failed:

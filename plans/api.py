@@ -420,6 +420,8 @@ class JwksView(APIView):
         },
     )
     def get(self, request: Request) -> HttpResponse:
+        """A read: lists what is stored and writes nothing, so it is empty on a database
+        that has no key yet (the first signature or rotation creates them)."""
         body = json.dumps(jwks_document(), separators=(",", ":"), sort_keys=True).encode()
         etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
         headers = {

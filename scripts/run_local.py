@@ -1,8 +1,8 @@
 """`make run`: one machine, no outside service.
 
-Writes local secrets to var/local.env on first start (and says so), migrates, seeds the demo
-team, then runs gunicorn and a Celery worker with beat on the embedded filesystem broker.
-Ctrl-C stops them all.
+Writes local secrets to var/local.env on first start (and says so), migrates, creates the
+first signing keys, seeds the demo team, then runs gunicorn and a Celery worker with beat on
+the embedded filesystem broker. Ctrl-C stops them all.
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ def main() -> int:
     base_url = f"http://localhost:{port}"
     env.setdefault("PLANGATE_ISSUER", base_url)
     manage(env, "migrate", "--noinput", "-v", "0")
+    # The first signing keys, on a fresh database, so /readyz and the JWKS answer from the
+    # start (reads never create keys); on later starts, what the scheduled check would do.
+    manage(env, "rotate_keys", "--if-due")
     manage(env, "collectstatic", "--noinput", "-v", "0")
     manage(env, "seed_demo", "--base-url", base_url)
 

@@ -160,3 +160,25 @@ def test_rotate_now_says_why_when_the_next_key_is_too_young(superuser_client, db
     assert dict(SigningKey.objects.values_list("kid", "state")) == before
     assert "next_key_too_young" in response.content.decode()
     assert not LogEntry.objects.exists()
+
+
+def test_revoking_the_active_key_logs_the_key_that_now_signs_and_the_new_next_key(
+    key_operator_client, key_operator, aged_keys
+):
+    kid, old_next = aged_keys[State.ACTIVE], aged_keys[State.NEXT]
+
+    response = key_operator_client.post(
+        reverse("admin:plans_signingkey_changelist"),
+        {"action": "revoke_signing_keys", "_selected_action": [kid], "post": "yes"},
+        follow=True,
+    )
+
+    new_next = SigningKey.objects.get(state=State.NEXT).kid
+    logged = LogEntry.objects.filter(user=key_operator)
+    assert logged.get(object_id=kid).get_change_message() == "active → revoked by “Revoke”."
+    assert logged.get(object_id=old_next).get_change_message() == "next → active by “Revoke”."
+    assert logged.get(object_id=new_next).get_change_message() == "Created as next by “Revoke”."
+    assert logged.get(object_id=old_next).object_repr == str(SigningKey.objects.get(kid=old_next))
+    assert logged.count() == 3
+    shown = [str(message) for message in response.context["messages"]]
+    assert f"{kid[:12]}… active → revoked" in shown[0] and f"{new_next[:12]}… created" in shown[0]

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from plans.keys import clear_private_key_cache, signing_keys_bootstrap
+from plans.models import SigningKey
+from tests.plans.keys_helpers import kid_in
+
+WRITES = ("INSERT", "UPDATE", "DELETE")
+
+
+def writes_in(queries: CaptureQueriesContext) -> list[str]:
+    return [
+        q["sql"] for q in queries.captured_queries if q["sql"].lstrip().upper().startswith(WRITES)
+    ]
 
 
 def test_healthz_answers_without_touching_anything(client):
@@ -15,10 +27,26 @@ def test_healthz_answers_without_touching_anything(client):
 
 
 def test_readyz_is_ready_with_a_database_and_a_usable_key(db, client):
+    signing_keys_bootstrap()
+
     response = client.get("/readyz")
 
     assert response.status_code == 200
     assert response.json()["checks"]["database"] == "ok"
+    assert response.json()["checks"]["signingKey"] == kid_in("active")
+
+
+def test_readyz_on_an_empty_key_table_reports_no_active_key_and_writes_nothing(db, client):
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get("/readyz")
+
+    assert response.status_code == 503
+    body = response.json()
+    assert body["code"] == "no_signing_key"
+    assert "no signing key is active" in body["detail"].lower()
+    assert body["checks"] == {"database": "ok", "signingKey": "unavailable"}
+    assert writes_in(queries) == []
+    assert not SigningKey.objects.exists()
 
 
 def test_readyz_fails_when_the_key_cannot_be_decrypted(db, client):

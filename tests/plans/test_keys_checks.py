@@ -8,7 +8,7 @@ from django.db import connection
 from django.test import override_settings
 
 from controlplane.celery import refuse_to_start_without_a_usable_encryption_key
-from controlplane.checks import check_key_encryption_key, check_key_rotation_schedule
+from plans.checks import check_key_encryption_key, check_key_rotation_schedule
 from plans.keys import require_usable_encryption_key, signing_keys_bootstrap
 
 from .keys_helpers import OTHER_ENCRYPTION_KEY, TEST_ENCRYPTION_KEY, kid_in

@@ -241,8 +241,10 @@ def test_revoking_the_active_key_withdraws_it_and_the_next_key_signs_at_once(key
 
     revoked = signing_key_revoke(kid=old_active)
 
-    assert revoked.state == "revoked" and revoked.revoked_at is not None
-    assert revoked.private_key_encrypted == ""
+    stored = SigningKey.objects.get(kid=old_active)
+    assert stored.state == "revoked" and stored.revoked_at == revoked.revoked_at is not None
+    assert stored.private_key_encrypted == ""
+    assert revoked.previous_state == "active" and revoked.signing == old_next
     assert active_signer().kid == old_next
     new_next = kid_in("next")
     assert new_next not in {old_active, old_next}

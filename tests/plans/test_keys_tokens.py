@@ -15,6 +15,7 @@ from plans.keys import (
     max_token_lifetime,
     signing_key_revoke,
     signing_key_rotate,
+    signing_keys_bootstrap,
 )
 from plans.models import PlanToken, SigningKey
 from tests.conftest import plan_document
@@ -158,6 +159,7 @@ def test_the_refusal_is_logged_with_the_kid(agent, caplog):
 
 
 def test_jwks_etag_changes_on_rotation_and_on_revocation(db, anonymous_client):
+    signing_keys_bootstrap()  # the JWKS is a read: it creates no key
     first = anonymous_client.get("/v1/keys/jwks")
     etag = first["ETag"]
     assert anonymous_client.get("/v1/keys/jwks", HTTP_IF_NONE_MATCH=etag).status_code == 304

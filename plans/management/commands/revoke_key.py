@@ -2,7 +2,6 @@ from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.problems import DomainError
 from plans.keys import signing_key_revoke
-from plans.models import SigningKey
 
 
 class Command(BaseCommand):
@@ -22,14 +21,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, kid: str, **options) -> None:
         try:
-            key = signing_key_revoke(kid=kid)
+            result = signing_key_revoke(kid=kid)
         except DomainError as exc:
             raise CommandError(exc.detail) from exc
-        active = SigningKey.objects.filter(state=SigningKey.State.ACTIVE).first()
-        self.stdout.write(f"revoked {key.kid} at {key.revoked_at:%Y-%m-%dT%H:%M:%SZ}")
-        if active is None:
+        self.stdout.write(f"revoked {result.kid} at {result.revoked_at:%Y-%m-%dT%H:%M:%SZ}")
+        if result.signing is None:
             raise CommandError(
                 "no key signs now: KEY_ENCRYPTION_KEY cannot decrypt the remaining keys "
                 "(see the log); fix it and run rotate_keys"
             )
-        self.stdout.write(f"signing with {active.kid}")
+        self.stdout.write(f"signing with {result.signing}")

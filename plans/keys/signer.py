@@ -1,0 +1,81 @@
+"""The key that signs: the signing path of issuance and refresh, and its readiness probe."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from controlplane.problems import DomainError
+
+from ..models import SigningKey
+from .encryption import EncryptionKeyError, private_key_decrypt, require_authentic
+from .lifecycle import signing_keys_bootstrap
+
+logger = logging.getLogger(__name__)
+
+State = SigningKey.State
+
+NO_ACTIVE_KEY = "No signing key is active; try again shortly."
+UNUSABLE_KEY = "The signing key cannot be used; the operator has been told."
+
+
+@dataclass(frozen=True)
+class Signer:
+    kid: str
+    private_key: Ed25519PrivateKey
+
+    def sign(self, claims: dict) -> str:
+        return jwt.encode(
+            claims, self.private_key, algorithm="EdDSA", headers={"kid": self.kid, "typ": "JWT"}
+        )
+
+
+def active_signer() -> Signer:
+    """The key that signs now, or DomainError ``no_signing_key``.
+
+    Reads the active key from the database on every call: a rotation or revocation by any
+    process takes effect at the next signature. This is the signing path, a write: on a
+    database with no key at all it creates the first keys, so the first plan issued on a
+    fresh database is signed.
+    """
+    key = SigningKey.objects.filter(state=State.ACTIVE).first()
+    if key is None:
+        try:
+            if signing_keys_bootstrap():
+                key = SigningKey.objects.filter(state=State.ACTIVE).first()
+        except EncryptionKeyError as exc:
+            logger.error("refusing to sign: no signing key exists and %s", exc)
+    if key is None:
+        logger.error("no active signing key: refusing to sign")
+        raise DomainError("no_signing_key", NO_ACTIVE_KEY)
+    try:
+        return Signer(kid=key.kid, private_key=private_key_decrypt(key))
+    except EncryptionKeyError as exc:
+        logger.error("refusing to sign: %s", exc)
+        raise DomainError("no_signing_key", UNUSABLE_KEY) from exc
+
+
+def signing_readiness() -> str:
+    """The kid that would sign now, or DomainError ``no_signing_key``. For ``/readyz``.
+
+    A read: it neither creates a key on an empty database nor decrypts the active one; it
+    checks that the active key's stored private half was made under KEY_ENCRYPTION_KEY.
+    """
+    row = (
+        SigningKey.objects.filter(state=State.ACTIVE)
+        .values_list("kid", "private_key_encrypted")
+        .first()
+    )
+    if row is None:
+        logger.warning("readiness: no active signing key")
+        raise DomainError("no_signing_key", NO_ACTIVE_KEY)
+    kid, encrypted = row
+    try:
+        require_authentic(SigningKey(kid=kid, state=State.ACTIVE, private_key_encrypted=encrypted))
+    except EncryptionKeyError as exc:
+        logger.error("readiness: %s", exc)
+        raise DomainError("no_signing_key", UNUSABLE_KEY) from exc
+    return kid

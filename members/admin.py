@@ -31,7 +31,8 @@ from controlplane.admin_base import (
 )
 from policies.models import active_version_annotations
 
-from .models import Agent, ApiKey, ApiKeyQuerySet, Group, Member, Role, Team, email_normalize
+from .forms import AgentForm, MemberForm, ServiceSavedAdmin
+from .models import Agent, ApiKey, ApiKeyQuerySet, Group, Member, Role, Team
 from .services import api_key_create, api_key_revoke, member_disable
 
 MEMBERS_SHOWN = 50
@@ -107,47 +108,8 @@ class TeamAdmin(PlangateModelAdmin):
 # --- members, roles, groups ----------------------------------------------------------------
 
 
-class TeamConsistencyForm(forms.ModelForm):
-    """Role, groups and policy chosen for a row must belong to the row's team."""
-
-    team_bound_fields: tuple[str, ...] = ()
-
-    def _team(self) -> Team | None:
-        if "team" in self.cleaned_data:
-            return self.cleaned_data["team"]
-        return self.instance.team if self.instance.team_id else None
-
-    def clean(self):
-        cleaned = super().clean()
-        team = self._team()
-        if team is None:
-            return cleaned
-        for name in self.team_bound_fields:
-            value = cleaned.get(name)
-            if value is None:
-                continue
-            values = list(value) if hasattr(value, "__iter__") else [value]
-            strangers = sorted(str(item) for item in values if item.team_id != team.pk)
-            if strangers:
-                self.add_error(
-                    name, f"Not in team {team.slug}: {', '.join(strangers)}. Choose the team's own."
-                )
-        return cleaned
-
-
-class MemberForm(TeamConsistencyForm):
-    team_bound_fields = ("role", "groups")
-
-    class Meta:
-        model = Member
-        fields = ["team", "email", "name", "role", "groups", "is_active"]
-
-    def clean_email(self) -> str:
-        return email_normalize(self.cleaned_data["email"])
-
-
 @admin.register(Member)
-class MemberAdmin(PlangateModelAdmin):
+class MemberAdmin(ServiceSavedAdmin, PlangateModelAdmin):
     form = MemberForm
     list_display = ["email", "name", "team", "role", "group_list", "is_active", "created"]
     list_filter = [
@@ -275,14 +237,6 @@ class ApiKeyInline(ReadOnlyPermissions, admin.TabularInline):
         return format_html('<a href="{}?{}">Revoke…</a>', url, urlencode({"next": agent_url}))
 
 
-class AgentForm(TeamConsistencyForm):
-    team_bound_fields = ("policy",)
-
-    class Meta:
-        model = Agent
-        fields = ["team", "name", "policy", "is_active"]
-
-
 class ApiKeyCreateForm(forms.Form):
     name = forms.CharField(
         max_length=200, required=False, help_text="What the key is for, e.g. “CI runner”."
@@ -305,7 +259,7 @@ API_KEY_FORM_TOKEN = OneTimeFormToken("api-key-create")
 
 
 @admin.register(Agent)
-class AgentAdmin(PlangateModelAdmin):
+class AgentAdmin(ServiceSavedAdmin, PlangateModelAdmin):
     form = AgentForm
     list_display = [
         "name",

@@ -8,14 +8,21 @@ import logging
 import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import DatabaseError, transaction
+from django.db.models import Model
 from django.utils import timezone
 
-from controlplane.problems import DomainError
+from controlplane.problems import Code, DomainError
+from guard.errors import FieldError
 
 from .models import Agent, ApiKey, Group, Member, Role, Team, email_normalize
+
+if TYPE_CHECKING:
+    from policies.models import Policy
 
 API_KEY_PREFIX = "pg_"
 LOOKUP_ID_LENGTH = 12
@@ -30,6 +37,91 @@ def team_get_or_create(*, slug: str = DEFAULT_TEAM_SLUG, name: str | None = None
     return team
 
 
+def _refusal(errors: list[FieldError]) -> DomainError:
+    return DomainError(Code.INVALID_REQUEST, "The record is not valid.", errors=errors)
+
+
+def _full_clean(instance: Model, *, exclude: Iterable[str] = ()) -> None:
+    """Django's field validation, as a DomainError naming each field."""
+    try:
+        instance.full_clean(exclude=list(exclude))
+    except ValidationError as exc:
+        raise _refusal(
+            [
+                FieldError("" if field == NON_FIELD_ERRORS else field, message)
+                for field, messages in exc.message_dict.items()
+                for message in messages
+            ]
+        ) from exc
+
+
+def _not_in_team(team: Team, path: str, rows: Iterable[Role | Group | Policy]) -> list[FieldError]:
+    """Role, groups and policy chosen for a row must belong to the row's team."""
+    strangers = sorted(str(row) for row in rows if row.team_id != team.pk)
+    if not strangers:
+        return []
+    return [
+        FieldError(path, f"Not in team {team.slug}: {', '.join(strangers)}. Choose the team's own.")
+    ]
+
+
+def member_save(
+    *,
+    team: Team,
+    email: str,
+    name: str | None = None,
+    role: Role | str | None = None,
+    groups: Iterable[Group | str] | None = None,
+    is_active: bool | None = None,
+    member: Member | None = None,
+) -> Member:
+    """Create a member (``member`` None) or update ``member``; the e-mail is stored
+    normalised and may be the team's only once.
+
+    ``role`` is a Role or a role name ("" clears it); ``groups`` are Groups or group names.
+    Names missing in the team are created there; a Role or Group of another team is refused.
+    None leaves a field as it is. Refusals are DomainError ``invalid_request`` naming the
+    field; nothing is written then.
+    """
+    group_list = None if groups is None else list(groups)
+    errors = _not_in_team(team, "role", [role] if isinstance(role, Role) else [])
+    errors += _not_in_team(team, "groups", [g for g in group_list or [] if isinstance(g, Group)])
+    with transaction.atomic():
+        taken = Member.objects.for_email(team, email)
+        if member is not None:
+            taken = taken.exclude(pk=member.pk)
+        if taken.exists():
+            errors.append(
+                FieldError("email", f"{email_normalize(email)} is already a member of {team}.")
+            )
+        if errors:
+            raise _refusal(errors)
+        if member is None:
+            member = Member()
+        member.team = team
+        member.email = email_normalize(email)
+        if name is not None:
+            member.name = name
+        if isinstance(role, str):
+            member.role = Role.objects.get_or_create(team=team, name=role)[0] if role else None
+        elif role is not None:
+            member.role = role
+        if is_active is not None:
+            member.is_active = is_active
+        _full_clean(member, exclude=["role"])
+        member.save()
+        if group_list is not None:
+            member.groups.set(
+                [
+                    group
+                    if isinstance(group, Group)
+                    else Group.objects.get_or_create(team=team, name=group)[0]
+                    for group in group_list
+                ]
+            )
+    return member
+
+
 def member_upsert(
     *,
     team: Team,
@@ -39,25 +131,19 @@ def member_upsert(
     groups: Iterable[str] | None = None,
     is_active: bool | None = None,
 ) -> Member:
-    """Create the member, or update the given fields of an existing one (e-mail is matched
+    """Create the member, or update the given fields of the one with this e-mail (matched
     case-insensitively). Missing roles and groups are created in the member's team."""
     with transaction.atomic():
         member = Member.objects.for_email(team, email).select_for_update().first()
-        if member is None:
-            member = Member(team=team, email=email_normalize(email))
-        if name is not None:
-            member.name = name
-        if role is not None:
-            member.role = Role.objects.get_or_create(team=team, name=role)[0] if role else None
-        if is_active is not None:
-            member.is_active = is_active
-        member.full_clean(exclude=["role"])
-        member.save()
-        if groups is not None:
-            member.groups.set(
-                [Group.objects.get_or_create(team=team, name=group)[0] for group in groups]
-            )
-    return member
+        return member_save(
+            team=team,
+            email=email,
+            name=name,
+            role=role,
+            groups=groups,
+            is_active=is_active,
+            member=member,
+        )
 
 
 def member_disable(*, team: Team, email: str) -> Member:
@@ -79,10 +165,45 @@ def agent_require_active(*, agent: Agent) -> None:
         raise DomainError("agent_disabled", f"Agent {agent.name} is disabled.")
 
 
-def agent_create(*, team: Team, name: str, policy) -> Agent:
-    if policy.team_id != team.pk:
-        raise ValueError("the policy belongs to another team")
-    return Agent.objects.create(team=team, name=name, policy=policy)
+def _agent_save(agent: Agent) -> Agent:
+    """Check the agent's team rules, then save it: its policy is its team's, and its name is
+    the team's only agent of that name (also a constraint; said here with the field)."""
+    errors = _not_in_team(agent.team, "policy", [agent.policy])
+    if Agent.objects.filter(team_id=agent.team_id, name=agent.name).exclude(pk=agent.pk).exists():
+        errors.append(
+            FieldError(
+                "name", f"team {agent.team.slug!r} already has an agent named {agent.name!r}"
+            )
+        )
+    if errors:
+        raise _refusal(errors)
+    _full_clean(agent)
+    agent.save()
+    return agent
+
+
+def agent_create(*, team: Team, name: str, policy: Policy, is_active: bool = True) -> Agent:
+    with transaction.atomic():
+        return _agent_save(Agent(team=team, name=name, policy=policy, is_active=is_active))
+
+
+def agent_update(
+    *,
+    agent: Agent,
+    name: str | None = None,
+    policy: Policy | None = None,
+    is_active: bool | None = None,
+) -> Agent:
+    """Change the given fields; an agent keeps its team (its plans and keys were issued
+    there)."""
+    with transaction.atomic():
+        if name is not None:
+            agent.name = name
+        if policy is not None:
+            agent.policy = policy
+        if is_active is not None:
+            agent.is_active = is_active
+        return _agent_save(agent)
 
 
 def _hash_secret(secret: str) -> str:

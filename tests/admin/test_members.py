@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.urls import reverse
 
-from members.models import Member
+from members.models import Agent, Member
 from members.services import member_upsert
 
 CHANGELIST = "admin:members_member_changelist"
@@ -123,3 +123,54 @@ def test_team_admins_cannot_hand_out_team_access(team_admin_client, team, team_a
     assert 'name="staff"' not in page.content.decode()
     assert team_admin_client.get(reverse("admin:members_team_add")).status_code == 403
     assert team_admin_client.get(reverse("admin:auth_user_changelist")).status_code == 403
+
+
+def test_an_agent_with_another_team_s_policy_is_refused_at_the_field(
+    superuser_client, team, other_agent
+):
+    response = superuser_client.post(
+        reverse("admin:members_agent_add"),
+        {
+            "team": team.pk,
+            "name": "sneaky",
+            "policy": other_agent.agent.policy_id,
+            "is_active": "on",
+        },
+    )
+    assert response.status_code == 200
+    assert "Not in team default" in response.content.decode()
+    assert not Agent.objects.filter(name="sneaky").exists()
+
+
+def test_editing_an_agent_goes_through_the_service_and_logs_it(team_admin_client, agent):
+    url = reverse("admin:members_agent_change", args=[agent.agent.pk])
+    form = {
+        "name": "renamed",
+        "policy": agent.agent.policy_id,
+        "api_keys-TOTAL_FORMS": "1",
+        "api_keys-INITIAL_FORMS": "1",
+        "api_keys-0-id": agent.agent.api_keys.get().pk,
+        "api_keys-0-agent": agent.agent.pk,
+    }
+
+    response = team_admin_client.post(url, form)
+
+    assert response.status_code == 302, response.content.decode()
+    agent.agent.refresh_from_db()
+    assert (agent.agent.name, agent.agent.is_active) == ("renamed", False)
+    entry = LogEntry.objects.get(action_flag=CHANGE, object_id=agent.agent.pk)
+    assert "Name" in entry.get_change_message()
+
+
+def test_a_page_shown_again_keeps_nothing_the_form_wrote(team_admin_client, agent):
+    # Without the inline's management form the page is shown again: the agent's form was
+    # valid and its service wrote, and that write is undone.
+    url = reverse("admin:members_agent_change", args=[agent.agent.pk])
+
+    response = team_admin_client.post(
+        url, {"name": "renamed", "policy": agent.agent.policy_id, "is_active": "on"}
+    )
+
+    assert response.status_code == 200
+    agent.agent.refresh_from_db()
+    assert agent.agent.name != "renamed"

@@ -3,6 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from controlplane.problems import DomainError
 from members.models import Team
 from members.services import DEFAULT_TEAM_SLUG, agent_create, api_key_create
 from policies.models import Policy
@@ -23,9 +24,12 @@ class Command(BaseCommand):
         policy_obj = Policy.objects.filter(team=team_obj, slug=policy).first()
         if policy_obj is None:
             raise CommandError(f"no policy {policy!r} in team {team!r}; run set_policy first")
-        if team_obj.agents.filter(name=name).exists():
-            raise CommandError(f"team {team!r} already has an agent named {name!r}")
-        with transaction.atomic():
-            agent = agent_create(team=team_obj, name=name, policy=policy_obj)
-            _, plaintext = api_key_create(agent=agent, name="created by create_agent")
+        try:
+            with transaction.atomic():
+                agent = agent_create(team=team_obj, name=name, policy=policy_obj)
+                _, plaintext = api_key_create(agent=agent, name="created by create_agent")
+        except DomainError as exc:
+            raise CommandError(
+                "; ".join(error.detail for error in exc.errors) or exc.detail
+            ) from exc
         self.stdout.write(json.dumps({"agent": agent.id, "apiKey": plaintext}))

@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from controlplane.problems import DomainError
 from members.services import DEFAULT_TEAM_SLUG, member_upsert, team_get_or_create
 
 
@@ -16,8 +17,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, email: str, team: str, name, role, groups, **options) -> None:
-        from django.core.exceptions import ValidationError
-
         try:
             member = member_upsert(
                 team=team_get_or_create(slug=team),
@@ -27,8 +26,10 @@ class Command(BaseCommand):
                 groups=groups,
                 is_active=True,
             )
-        except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from exc
+        except DomainError as exc:
+            raise CommandError(
+                "; ".join(error.detail for error in exc.errors) or exc.detail
+            ) from exc
         role_name = member.role.name if member.role else "-"
         self.stdout.write(
             f"member {member.email} in team {team}: role {role_name}, "

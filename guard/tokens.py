@@ -1,9 +1,15 @@
-"""Verification of intent tokens: compact JWS signed with Ed25519 (RFC 8037).
+"""The intent token, once: its claims, and the verification of a compact JWS signed with
+Ed25519 (RFC 8037).
 
-Only the verifying side lives here; the control plane signs. Verification is strict on
-purpose: one accepted key type, two spellings of one algorithm (`EdDSA`, and the fully
-specified `Ed25519` of RFC 9864), no key material taken from the token itself, strict
-base64url and JSON, signature checked before any claim is trusted.
+The control plane signs `IntentClaims.to_payload()` and verifies a refresh token with
+`verify_intent_token`, as the agent-side guard verifies every token it receives. One JOSE
+library serves both directions: PyJWT signs (`plans.keys.Signer`) and, here, checks the JWS
+(the algorithm allow-list, the segments' base64url, the Ed25519 signature). Around it this
+module keeps what PyJWT leaves to its caller and what the token's format promises: one
+accepted key type, two spellings of one algorithm (`EdDSA`, and the fully specified
+`Ed25519` of RFC 9864), a required `kid`, no key material taken from the token itself, no
+padding and no duplicate header member (PyJWT accepts both), strict JSON (no NaN), the
+signature checked before any claim is trusted, then typed claims.
 """
 
 from __future__ import annotations
@@ -15,9 +21,10 @@ import json
 import math
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
-from cryptography.exceptions import InvalidSignature
+import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
@@ -26,11 +33,13 @@ from guard.errors import TokenInvalid
 
 __all__ = [
     "ACCEPTED_ALGORITHMS",
+    "IntentClaims",
     "KeySet",
     "jwk_thumbprint",
     "public_jwk",
     "unverified_claims",
     "unverified_header",
+    "verify_intent_token",
     "verify_token",
 ]
 
@@ -38,7 +47,6 @@ ACCEPTED_ALGORITHMS: Final = frozenset({"EdDSA", "Ed25519"})
 # Header parameters that name or embed a key: honouring any of them would let the token
 # choose the key that verifies it.
 FORBIDDEN_HEADER_PARAMETERS: Final = ("jku", "x5u", "jwk", "x5c")
-REQUIRED_CLAIMS: Final = ("sub", "jti", "ph", "plan")
 # A 50-step plan plus a 500-rule policy snapshot stays far below this; the bound only keeps
 # garbage from costing time.
 MAX_TOKEN_LENGTH: Final = 4_000_000
@@ -47,7 +55,6 @@ _BASE64URL_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234
 _BASE64URL_VALUES: Final = {character: value for value, character in enumerate(_BASE64URL_ALPHABET)}
 _URLSAFE_TO_STANDARD: Final = bytes.maketrans(b"-_", b"+/")
 _ED25519_KEY_LENGTH: Final = 32
-_ED25519_SIGNATURE_LENGTH: Final = 64
 
 # RFC 7638 required members per key type, already in lexicographic order.
 _THUMBPRINT_MEMBERS: Final = {
@@ -56,6 +63,139 @@ _THUMBPRINT_MEMBERS: Final = {
     "RSA": ("e", "kty", "n"),
     "oct": ("k", "kty"),
 }
+
+
+def _ed25519_jws() -> jwt.PyJWS:
+    """PyJWT's JWS layer knowing Ed25519 only, under both of its names.
+
+    PyJWT 2.15 names Ed25519 `EdDSA` only; RFC 9864's fully specified `Ed25519` is the same
+    signature, so it is registered with the same algorithm object (unless a later PyJWT
+    already knows it). Every other algorithm (none, HMAC, RSA, ECDSA) is unknown here.
+    """
+    jws = jwt.PyJWS(algorithms=["EdDSA"])
+    try:
+        jws.get_algorithm_by_name("Ed25519")
+    except NotImplementedError:
+        jws.register_algorithm("Ed25519", jws.get_algorithm_by_name("EdDSA"))
+    return jws
+
+
+_JWS: Final = _ed25519_jws()
+
+
+# --- the claims ----------------------------------------------------------------------------
+
+
+def _claim(payload: Mapping[str, Any], name: str) -> Any:
+    if name not in payload:
+        raise TokenInvalid(f"claim {name} is missing")
+    return payload[name]
+
+
+def _string_claim(payload: Mapping[str, Any], name: str) -> str:
+    value = _claim(payload, name)
+    if not isinstance(value, str):
+        raise TokenInvalid(f"claim {name} is not a string")
+    return value
+
+
+def _integer_claim(payload: Mapping[str, Any], name: str) -> int:
+    value = _claim(payload, name)
+    # The control plane writes whole seconds and version numbers; a bool is an int to Python,
+    # and json.loads turns 1e400 into a float (inf).
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TokenInvalid(f"claim {name} is not an integer")
+    return value
+
+
+def _object_claim(payload: Mapping[str, Any], name: str) -> dict[str, Any]:
+    value = _claim(payload, name)
+    if not isinstance(value, dict):
+        raise TokenInvalid(f"claim {name} is not an object")
+    return value
+
+
+def _role_claim(payload: Mapping[str, Any]) -> str | None:
+    value = _claim(payload, "role")
+    if value is not None and not isinstance(value, str):
+        raise TokenInvalid("claim role is not a string or null")
+    return value
+
+
+def _groups_claim(payload: Mapping[str, Any]) -> tuple[str, ...]:
+    value = _claim(payload, "groups")
+    if not isinstance(value, list) or not all(isinstance(group, str) for group in value):
+        raise TokenInvalid("claim groups is not a list of strings")
+    return tuple(value)
+
+
+@dataclass(frozen=True, slots=True)
+class IntentClaims:
+    """The claims of an intent token (DESIGN.md, "The intent token").
+
+    The control plane signs `to_payload()`; both sides read a verified payload back with
+    `from_payload`, which checks that every claim is present and of its type. What the
+    values mean (a valid plan whose hash is `ph`, a valid policy) is checked where plans and
+    policies are defined: `guard.plan`, `guard.policy`.
+    """
+
+    iss: str  # the control plane's issuer URL
+    sub: str  # the member's email
+    jti: str  # the plan id, the same across refreshes
+    iat: int
+    exp: int
+    ph: str  # the plan hash
+    plan: dict[str, Any]  # the plan, defaults filled in
+    agent: str  # the id of the agent whose API key asked
+    pol: dict[str, Any]  # the agent's active policy document at signing time
+    polv: int  # its version number
+    polh: str  # its hash
+    role: str | None  # the member's role at signing time
+    groups: tuple[str, ...]  # the member's group names at signing time, sorted
+
+    def to_payload(self) -> dict[str, Any]:
+        """The JSON object the control plane signs."""
+        return {
+            "iss": self.iss,
+            "sub": self.sub,
+            "jti": self.jti,
+            "iat": self.iat,
+            "exp": self.exp,
+            "ph": self.ph,
+            "plan": self.plan,
+            "agent": self.agent,
+            "pol": self.pol,
+            "polv": self.polv,
+            "polh": self.polh,
+            "role": self.role,
+            "groups": list(self.groups),
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> IntentClaims:
+        """The claims of a payload; TokenInvalid names the first missing or mistyped claim.
+
+        Other members (a registered `nbf`, say) are ignored. Checks types, not signatures:
+        give it only a payload whose signature verified.
+        """
+        return cls(
+            iss=_string_claim(payload, "iss"),
+            sub=_string_claim(payload, "sub"),
+            jti=_string_claim(payload, "jti"),
+            iat=_integer_claim(payload, "iat"),
+            exp=_integer_claim(payload, "exp"),
+            ph=_string_claim(payload, "ph"),
+            plan=_object_claim(payload, "plan"),
+            agent=_string_claim(payload, "agent"),
+            pol=_object_claim(payload, "pol"),
+            polv=_integer_claim(payload, "polv"),
+            polh=_string_claim(payload, "polh"),
+            role=_role_claim(payload),
+            groups=_groups_claim(payload),
+        )
+
+
+# --- parsing and keys ----------------------------------------------------------------------
 
 
 def _b64url_encode(data: bytes) -> str:
@@ -264,9 +404,7 @@ def _shown(value: object) -> str:
 
 
 def _numeric_claim(claims: Mapping[str, Any], name: str) -> float:
-    if name not in claims:
-        raise TokenInvalid(f"claim {name} is missing")
-    value = claims[name]
+    value = _claim(claims, name)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TokenInvalid(f"claim {name} is not a number")
     # json.loads turns 1e400 into inf; math.isfinite would overflow on a huge int, which
@@ -276,25 +414,8 @@ def _numeric_claim(claims: Mapping[str, Any], name: str) -> float:
     return value
 
 
-def verify_token(
-    token: str,
-    keys: KeySet,
-    *,
-    issuer: str,
-    now: float | None = None,
-    leeway: int = 30,
-    require_unexpired: bool = True,
-) -> dict[str, Any]:
-    """Verify an intent token and return its claims.
-
-    Checks, in order: compact JWS structure, strict base64url and JSON; header `alg`
-    exactly EdDSA or Ed25519; no `jku`/`x5u`/`jwk`/`x5c`; no `crit` (no extension is
-    understood); `kid` present in `keys`; the Ed25519 signature; then the claims: `iss`
-    equals `issuer`, numeric `exp` and `iat`, `exp` not past by more than `leeway` seconds
-    (skipped when `require_unexpired` is false, e.g. for refresh), `iat` and any `nbf` not in
-    the future by more than `leeway`, and `sub`, `jti`, `ph` (strings) and `plan` (an
-    object) present. Raises TokenInvalid, and only TokenInvalid, with a specific reason.
-    """
+def _verified_payload(token: str, keys: KeySet) -> dict[str, Any]:
+    """The payload of a token whose header is acceptable and whose signature verifies."""
     header_segment, payload_segment, signature_segment = _split(token)
     header = _parse_header(header_segment)
 
@@ -308,6 +429,8 @@ def verify_token(
             raise TokenInvalid(f"header parameter {parameter} is not accepted")
     if "crit" in header:
         raise TokenInvalid("critical header extensions are not supported")
+    if header.get("b64") is False:  # RFC 7797; PyJWT would then want a detached payload
+        raise TokenInvalid("unencoded payloads (b64) are not accepted")
     kid = header.get("kid")
     if not isinstance(kid, str) or not kid:
         raise TokenInvalid("header has no key id")
@@ -315,36 +438,83 @@ def verify_token(
     if public_key is None:
         raise TokenInvalid("unknown key id")
 
-    # Every segment is decoded strictly before the signing input is built: only then is it
-    # known to be ASCII (a payload holding "é" is a malformed token, not an encoding crash).
-    payload = _b64url_decode(payload_segment, "payload")
-    signature = _b64url_decode(signature_segment, "signature")
-    if len(signature) != _ED25519_SIGNATURE_LENGTH:
-        raise TokenInvalid("bad signature")
-    signing_input = f"{header_segment}.{payload_segment}".encode("ascii")
+    # PyJWT accepts `=` padding, which would give a token a second spelling; it refuses any
+    # other character outside the alphabet and non-canonical trailing bits. ASCII is checked
+    # first so that a payload holding "é" is a malformed token, not an encoding error.
+    if not payload_segment.isascii() or "=" in payload_segment:
+        raise TokenInvalid("payload is not base64url without padding")
+    _b64url_decode(signature_segment, "signature")
     try:
-        public_key.verify(signature, signing_input)
-    except InvalidSignature:
+        decoded = _JWS.decode_complete(token, public_key, algorithms=[algorithm])
+    except jwt.InvalidSignatureError:
         raise TokenInvalid("bad signature") from None
+    except jwt.DecodeError:
+        # The header and signature passed the stricter checks above: the payload is left.
+        raise TokenInvalid("payload is not base64url without padding") from None
+    except jwt.PyJWTError as error:
+        raise TokenInvalid(f"token is not a valid JWS: {error}") from None
+    return _payload_object(decoded["payload"])
 
-    claims = _payload_object(payload)
-    if claims.get("iss") != issuer:
+
+def _verify(
+    token: str,
+    keys: KeySet,
+    *,
+    issuer: str,
+    now: float | None,
+    leeway: int,
+    require_unexpired: bool,
+) -> tuple[dict[str, Any], IntentClaims]:
+    payload = _verified_payload(token, keys)
+    if payload.get("iss") != issuer:
         raise TokenInvalid("wrong issuer")
     current = time.time() if now is None else now
-    expires_at = _numeric_claim(claims, "exp")
-    issued_at = _numeric_claim(claims, "iat")
+    expires_at = _integer_claim(payload, "exp")
+    issued_at = _integer_claim(payload, "iat")
     if require_unexpired and current - leeway >= expires_at:
         raise TokenInvalid("token expired")
     if issued_at > current + leeway:
         raise TokenInvalid("token issued in the future")
-    if "nbf" in claims and _numeric_claim(claims, "nbf") > current + leeway:
+    if "nbf" in payload and _numeric_claim(payload, "nbf") > current + leeway:
         raise TokenInvalid("token not yet valid")
-    for name in REQUIRED_CLAIMS:
-        if name not in claims:
-            raise TokenInvalid(f"claim {name} is missing")
-    for name in ("sub", "jti", "ph"):
-        if not isinstance(claims[name], str):
-            raise TokenInvalid(f"claim {name} is not a string")
-    if not isinstance(claims["plan"], dict):
-        raise TokenInvalid("claim plan is not an object")
-    return claims
+    return payload, IntentClaims.from_payload(payload)
+
+
+def verify_intent_token(
+    token: str,
+    keys: KeySet,
+    *,
+    issuer: str,
+    now: float | None = None,
+    leeway: int = 30,
+    require_unexpired: bool = True,
+) -> IntentClaims:
+    """Verify an intent token and return its typed claims (see `verify_token`)."""
+    return _verify(
+        token, keys, issuer=issuer, now=now, leeway=leeway, require_unexpired=require_unexpired
+    )[1]
+
+
+def verify_token(
+    token: str,
+    keys: KeySet,
+    *,
+    issuer: str,
+    now: float | None = None,
+    leeway: int = 30,
+    require_unexpired: bool = True,
+) -> dict[str, Any]:
+    """Verify an intent token and return its claims as the JSON object it carries.
+
+    Checks, in order: compact JWS structure, strict base64url and JSON; header `alg`
+    exactly EdDSA or Ed25519; no `jku`/`x5u`/`jwk`/`x5c`; no `crit` (no extension is
+    understood) and no unencoded payload; `kid` present in `keys`; the Ed25519 signature
+    (PyJWT); then the claims: `iss` equals `issuer`, integer `exp` and `iat`, `exp` not past
+    by more than `leeway` seconds (skipped when `require_unexpired` is false, e.g. for
+    refresh), `iat` and any `nbf` not in the future by more than `leeway`, and every claim
+    of `IntentClaims` present and of its type. Raises TokenInvalid, and only TokenInvalid,
+    with a specific reason.
+    """
+    return _verify(
+        token, keys, issuer=issuer, now=now, leeway=leeway, require_unexpired=require_unexpired
+    )[0]

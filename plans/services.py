@@ -28,7 +28,7 @@ from guard.decisions import (
 from guard.errors import DocumentInvalid, FieldError, TokenInvalid
 from guard.plan import plan_hash, validate_plan
 from guard.policy import evaluate_plan
-from guard.tokens import KeySet, public_jwk, unverified_header, verify_token
+from guard.tokens import IntentClaims, KeySet, public_jwk, unverified_header, verify_intent_token
 from members.models import Agent, Member
 from members.services import agent_require_active
 from policies.models import PolicyVersion
@@ -142,23 +142,23 @@ def _sign(
     issued_at = int(now.timestamp())
     # A token never outlives the plan it carries.
     expires_at = min(issued_at + ttl, math.floor(plan.expires_at.timestamp()))
-    claims = {
-        "iss": settings.PLANGATE_ISSUER,
-        "sub": member.email,
-        "jti": plan.id,
-        "iat": issued_at,
-        "exp": expires_at,
-        "ph": plan.hash,
-        "plan": plan.document,
-        "agent": plan.agent_id,
-        "pol": version.document,
-        "polv": version.number,
-        "polh": version.hash,
-        "role": role,
-        "groups": groups,
-    }
+    claims = IntentClaims(
+        iss=settings.PLANGATE_ISSUER,
+        sub=member.email,
+        jti=plan.id,
+        iat=issued_at,
+        exp=expires_at,
+        ph=plan.hash,
+        plan=plan.document,
+        agent=plan.agent_id,
+        pol=version.document,
+        polv=version.number,
+        polh=version.hash,
+        role=role,
+        groups=tuple(groups),
+    )
     return _Signature(
-        token=signer.sign(claims),
+        token=signer.sign(claims.to_payload()),
         kid=signer.kid,
         issued_at=datetime.fromtimestamp(issued_at, tz=UTC),
         expires_at=datetime.fromtimestamp(expires_at, tz=UTC),
@@ -233,7 +233,7 @@ def plan_issue(*, agent: Agent, document: object, ttl: int | None = None) -> Iss
 _KID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-def _verify_refresh_token(token: str) -> dict:
+def _verify_refresh_token(token: str) -> IntentClaims:
     """Verify a token we signed, expired or not. Any failure is ``invalid_token``."""
     try:
         kid = unverified_header(token).get("kid")
@@ -245,7 +245,7 @@ def _verify_refresh_token(token: str) -> dict:
         if key is None:
             raise TokenInvalid("unknown key id")
         keys = KeySet({"keys": [{**public_jwk(signing_key_public(key)), "kid": key.kid}]})
-        return verify_token(
+        return verify_intent_token(
             token,
             keys,
             issuer=settings.PLANGATE_ISSUER,
@@ -265,11 +265,11 @@ def plan_refresh(*, agent: Agent, plan_id: str, token: str, ttl: int | None = No
     ttl = token_ttl_resolve(ttl)
     plan = plan_get_for_agent(agent=agent, plan_id=plan_id)
     claims = _verify_refresh_token(token)
-    if claims.get("jti") != plan.id:
+    if claims.jti != plan.id:
         raise DomainError("plan_mismatch", "The token belongs to another plan.")
-    if claims.get("agent") != agent.id:
+    if claims.agent != agent.id:
         raise DomainError("plan_mismatch", "The token was issued to another agent.")
-    if claims.get("ph") != plan.hash:
+    if claims.ph != plan.hash:
         raise DomainError("plan_mismatch", "The token carries another plan hash.")
     agent_require_active(agent=agent)
     now = timezone.now()

@@ -18,16 +18,20 @@ from cryptography.hazmat.primitives.asymmetric.rsa import generate_private_key a
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from joserfc import jwt as jose_jwt
 from joserfc.jwk import OKPKey
 
 from guard.errors import TokenInvalid
 from guard.plan import plan_hash, validate_plan
+from guard.policy import policy_hash, validate_policy
 from guard.tokens import (
+    IntentClaims,
     KeySet,
     jwk_thumbprint,
     public_jwk,
     unverified_claims,
     unverified_header,
+    verify_intent_token,
     verify_token,
 )
 
@@ -44,6 +48,7 @@ KEYS = KeySet({"keys": [{**public_jwk(PUBLIC_KEY), "kid": KID, "use": "sig", "al
 PLAN = validate_plan(
     {"version": 1, "goal": "g", "user": "alice@acme.dev", "steps": [{"tool": "search"}]}
 )
+POLICY = validate_policy({"version": 1, "default": "allow", "rules": []})
 
 
 def b64url(data: bytes) -> str:
@@ -59,7 +64,12 @@ def claims(**changes: Any) -> dict[str, Any]:
         "exp": NOW + 900,
         "ph": plan_hash(PLAN),
         "plan": PLAN,
-        "agent": 1,
+        "agent": "01JD0000000000000000000001",
+        "pol": POLICY,
+        "polv": 3,
+        "polh": policy_hash(POLICY),
+        "role": "engineer",
+        "groups": ["oncall", "platform"],
     }
     values.update(changes)
     return {key: value for key, value in values.items() if value is not None}
@@ -219,6 +229,11 @@ def test_jwk_header_with_the_right_key_is_still_refused() -> None:
     assert reason(token) == "header parameter jwk is not accepted"
 
 
+def test_unencoded_payload_header_fails() -> None:
+    token = sign_raw({"alg": "EdDSA", "kid": KID, "b64": False}, claims())
+    assert reason(token) == "unencoded payloads (b64) are not accepted"
+
+
 def test_crit_header_fails() -> None:
     token = sign_raw({"alg": "EdDSA", "kid": KID, "crit": ["exp"], "exp": 1}, claims())
     assert "critical" in reason(token)
@@ -279,7 +294,10 @@ def test_huge_integer_times_are_compared_not_crashing() -> None:
     assert reason(sign_raw({"alg": "EdDSA", "kid": KID}, payload)) == "token issued in the future"
 
 
-@pytest.mark.parametrize("claim", ["sub", "jti", "ph", "plan"])
+@pytest.mark.parametrize(
+    "claim",
+    ["sub", "jti", "ph", "plan", "agent", "pol", "polv", "polh", "role", "groups"],
+)
 def test_required_claims(claim: str) -> None:
     payload = claims()
     del payload[claim]
@@ -287,12 +305,81 @@ def test_required_claims(claim: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("claim", "value"), [("sub", 1), ("jti", None), ("ph", ["x"]), ("plan", "plan")]
+    ("claim", "value"),
+    [
+        ("sub", 1),
+        ("jti", None),
+        ("ph", ["x"]),
+        ("plan", "plan"),
+        ("agent", 1),
+        ("pol", []),
+        ("polv", "3"),
+        ("polv", True),
+        ("polv", 3.0),
+        ("polh", None),
+        ("role", 5),
+        ("role", ["sre"]),
+        ("groups", "oncall"),
+        ("groups", ["oncall", 1]),
+        ("groups", None),
+        ("exp", NOW + 900.5),
+        ("iat", float(NOW)),
+    ],
 )
 def test_required_claims_have_types(claim: str, value: Any) -> None:
     payload = claims()
     payload[claim] = value
     assert claim in reason(sign_raw({"alg": "EdDSA", "kid": KID}, payload))
+
+
+def test_a_null_role_and_no_groups_are_claims_too() -> None:
+    payload = {**claims(), "role": None, "groups": []}
+    verified = verify_intent_token(sign(payload), KEYS, issuer=ISSUER, now=NOW)
+    assert (verified.role, verified.groups) == (None, ())
+
+
+def test_verify_intent_token_returns_the_typed_claims() -> None:
+    verified = verify_intent_token(sign(), KEYS, issuer=ISSUER, now=NOW)
+
+    assert verified == IntentClaims.from_payload(claims())
+    assert verified.groups == ("oncall", "platform")
+    assert verified.agent == claims()["agent"]
+    assert verified.to_payload() == claims()
+
+
+def test_intent_claims_round_trip_through_a_signed_token() -> None:
+    built = IntentClaims.from_payload(claims())
+    assert verify_intent_token(sign(built.to_payload()), KEYS, issuer=ISSUER, now=NOW) == built
+
+
+def test_claims_that_are_not_intent_claims_are_kept_in_the_payload_only() -> None:
+    token = sign({**claims(), "nbf": NOW, "x-extra": 1})
+    assert verify(token)["x-extra"] == 1
+    assert verify_intent_token(token, KEYS, issuer=ISSUER, now=NOW) == IntentClaims.from_payload(
+        claims()
+    )
+
+
+def test_intent_claims_from_payload_names_the_bad_claim() -> None:
+    with pytest.raises(TokenInvalid, match="claim polv is not an integer"):
+        IntentClaims.from_payload({**claims(), "polv": "3"})
+    with pytest.raises(TokenInvalid, match="claim iss is missing"):
+        IntentClaims.from_payload({key: value for key, value in claims().items() if key != "iss"})
+
+
+@pytest.mark.filterwarnings("ignore::joserfc.errors.SecurityWarning")  # EdDSA, per RFC 9864
+@pytest.mark.parametrize("algorithm", ["EdDSA", "Ed25519"])
+def test_a_token_signed_by_an_independent_jose_stack_verifies(algorithm: str) -> None:
+    # joserfc shares no code with PyJWT: both must agree on the bytes of an Ed25519 JWS.
+    jose_key = OKPKey.import_key(
+        {**public_jwk(PUBLIC_KEY), "d": b64url(PRIVATE_KEY.private_bytes_raw())}
+    )
+    token = jose_jwt.encode(
+        {"alg": algorithm, "kid": KID}, claims(), jose_key, algorithms=[algorithm]
+    )
+
+    assert unverified_header(token)["alg"] == algorithm
+    assert verify(token) == claims()
 
 
 def test_signature_is_checked_before_claims() -> None:

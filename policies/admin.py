@@ -26,12 +26,13 @@ from controlplane.admin_base import (
     datetime_column,
     readable_json,
 )
-from controlplane.problems import DomainError
+from controlplane.problems import Code, DomainError
+from members.forms import ServiceModelForm, ServiceSavedAdmin
 from members.models import Agent
 
 from .models import Policy, PolicyVersion
 from .selectors import policy_active_version
-from .services import policy_document_validate, policy_set
+from .services import ANY_BASE, policy_set
 
 STARTER_DOCUMENT = {
     "version": 1,
@@ -70,7 +71,9 @@ def document_diff_html(old: object, new: object, *, old_label: str, new_label: s
     )
 
 
-class PolicyForm(forms.ModelForm):
+class PolicyForm(ServiceModelForm):
+    """The document is text here; ``policy_set`` validates it and publishes, once."""
+
     document = forms.CharField(
         widget=MonospaceJSONTextarea(),
         strip=False,
@@ -90,6 +93,9 @@ class PolicyForm(forms.ModelForm):
     # (another admin, `set_policy`) would silently drop that change.
     base_version = forms.IntegerField(required=False, widget=forms.HiddenInput)
 
+    #: who publishes; the admin sets it on the form class it builds for each request
+    created_by = ""
+
     class Meta:
         model = Policy
         fields = ["team", "slug", "description"]
@@ -105,47 +111,55 @@ class PolicyForm(forms.ModelForm):
         self.parsed_document: object = None
         self.published_version: PolicyVersion | None = None
 
-    def clean(self):
-        cleaned = super().clean()
-        base = cleaned.get("base_version")
-        if self.current is not None and base != self.current.number:
-            # Said once: the form now carries the newer number, so saving again publishes
-            # over that version knowingly.
-            self.data = self.data.copy()
-            self.data[self.add_prefix("base_version")] = str(self.current.number)
-            by = f" by {self.current.created_by}" if self.current.created_by else ""
-            self.add_error(
-                "document",
-                f"Version {self.current.number} was published{by} while you were editing. "
-                "Compare it with your text (see the version history), then save again to "
-                "publish yours after it.",
-            )
-        return cleaned
-
     def clean_document(self) -> str:
         text = self.cleaned_data["document"]
         try:
-            document = json.loads(text)
+            self.parsed_document = json.loads(text)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(
                 f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
             ) from exc
-        try:
-            policy_document_validate(document)
-        except DomainError as exc:
+        return text
+
+    def save_through_service(self) -> Policy:
+        adding = self.instance._state.adding
+        version = policy_set(
+            team=self.instance.team,
+            slug=self.instance.slug,
+            document=self.parsed_document,
+            comment=self.cleaned_data.get("comment", ""),
+            created_by=self.created_by,
+            description=self.instance.description,
+            # A new policy has no version to have been overtaken.
+            expected_base=ANY_BASE if adding else self.cleaned_data.get("base_version"),
+        )
+        if self.current is None or version.pk != self.current.pk:
+            self.published_version = version
+        return version.policy
+
+    def add_domain_error(self, exc: DomainError) -> None:
+        if exc.code == Code.INVALID_POLICY:
             errors = [f"{error.path or '(document)'}: {error.detail}" for error in exc.errors]
             if len(errors) > MAX_ERRORS_SHOWN:
                 errors = [
                     *errors[:MAX_ERRORS_SHOWN],
                     f"… and {len(errors) - MAX_ERRORS_SHOWN} more",
                 ]
-            raise forms.ValidationError(errors or [exc.detail]) from exc
-        self.parsed_document = document
-        return text
+            self.add_error("document", errors or [exc.detail])
+            return
+        if any(error.path == "expected_base" for error in exc.errors):
+            # Said once: the form now carries the newer number, so saving again publishes
+            # over that version knowingly.
+            current = policy_active_version(policy=self.instance)
+            self.data = self.data.copy()
+            self.data[self.add_prefix("base_version")] = str(current.number if current else "")
+            self.add_error("document", [error.detail for error in exc.errors])
+            return
+        super().add_domain_error(exc)
 
 
 @admin.register(Policy)
-class PolicyAdmin(PlangateModelAdmin):
+class PolicyAdmin(ServiceSavedAdmin, PlangateModelAdmin):
     form = PolicyForm
     list_display = ["slug", "team", "current_version", "agent_list", "description"]
     list_filter = [("team", admin.RelatedOnlyFieldListFilter)]
@@ -232,28 +246,21 @@ class PolicyAdmin(PlangateModelAdmin):
             rows,
         )
 
+    def get_form(self, request: HttpRequest, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.created_by = request.user.get_username()  # a class built for this request
+        return form
+
     def save_model(self, request: HttpRequest, obj: Policy, form: PolicyForm, change: bool) -> None:
-        before = policy_active_version(policy=obj) if change else None
-        version = policy_set(
-            team=obj.team,
-            slug=obj.slug,
-            document=form.parsed_document,
-            comment=form.cleaned_data.get("comment", ""),
-            created_by=request.user.get_username(),
-            description=obj.description,
-        )
-        # The service created or found the row: the admin's object becomes that row.
-        obj.pk = version.policy_id
-        obj.created_at = version.policy.created_at
-        obj._state.adding = False
-        if before is not None and version.pk == before.pk:
+        # The form's policy_set published (or found the document unchanged); say which.
+        version = form.published_version
+        if version is None:
             self.message_user(
                 request,
-                f"The document is unchanged: version {version.number} stays active.",
+                f"The document is unchanged: version {form.current.number} stays active.",
                 messages.WARNING,
             )
         else:
-            form.published_version = version
             self.message_user(
                 request,
                 f"Published {obj.slug} version {version.number}. Agents using it get it with "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from controlplane.problems import DomainError
-from guard.errors import DocumentInvalid
+from controlplane.problems import Code, DomainError
+from guard.errors import DocumentInvalid, FieldError
 from guard.policy import policy_hash, validate_policy
 from members.models import Team
 
@@ -23,13 +23,27 @@ def policy_document_validate(document: object) -> dict:
         ) from exc
 
 
+class _AnyBase:
+    """No "published meanwhile" check: the caller publishes over whatever is current."""
+
+
+ANY_BASE = _AnyBase()
+
+
 def policy_version_publish(
-    *, policy: Policy, document: object, comment: str = "", created_by: str = ""
+    *,
+    policy: Policy,
+    document: object,
+    comment: str = "",
+    created_by: str = "",
+    expected_base: int | _AnyBase | None = ANY_BASE,
 ) -> PolicyVersion:
-    """Publish ``document`` as the policy's next version and return it.
+    """Validate ``document`` and publish it as the policy's next version; return it.
 
     Saving the same document as the current version publishes nothing and returns the
-    current version: a version number should mean a change.
+    current version: a version number should mean a change. ``expected_base`` is the version
+    number the editor started from (None: nothing was published then); a version published
+    since is not silently overwritten (DomainError ``invalid_request`` at ``expected_base``).
     """
     normalized = policy_document_validate(document)
     digest = policy_hash(normalized)
@@ -37,12 +51,29 @@ def policy_version_publish(
         # Lock the policy row so two concurrent edits get n+1 and n+2, not a collision.
         Policy.objects.select_for_update().filter(pk=policy.pk).get()
         current = policy_active_version(policy=policy)
+        if (
+            not isinstance(expected_base, _AnyBase)
+            and current is not None
+            and expected_base != current.number
+        ):
+            by = f" by {current.created_by}" if current.created_by else ""
+            raise DomainError(
+                Code.INVALID_REQUEST,
+                "Another version was published meanwhile.",
+                errors=[
+                    FieldError(
+                        "expected_base",
+                        f"Version {current.number} was published{by} while you were editing. "
+                        "Compare it with your text (see the version history), then save again "
+                        "to publish yours after it.",
+                    )
+                ],
+            )
         if current is not None and current.hash == digest:
             return current
-        number = (current.number if current is not None else 0) + 1
         return PolicyVersion.objects.create(
             policy=policy,
-            number=number,
+            number=(current.number if current is not None else 0) + 1,
             document=normalized,
             hash=digest,
             comment=comment,
@@ -58,14 +89,19 @@ def policy_set(
     comment: str = "",
     created_by: str = "",
     description: str | None = None,
+    expected_base: int | _AnyBase | None = ANY_BASE,
 ) -> PolicyVersion:
-    """Create the policy with ``document`` as version 1, or publish its next version."""
-    normalized = policy_document_validate(document)
+    """Create the policy with ``document`` as version 1, or publish its next version. A
+    refusal writes nothing, the new policy row included."""
     with transaction.atomic():
         policy, _ = Policy.objects.get_or_create(team=team, slug=slug)
         if description is not None and policy.description != description:
             policy.description = description
             policy.save(update_fields=["description"])
         return policy_version_publish(
-            policy=policy, document=normalized, comment=comment, created_by=created_by
+            policy=policy,
+            document=document,
+            comment=comment,
+            created_by=created_by,
+            expected_base=expected_base,
         )

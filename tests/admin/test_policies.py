@@ -156,3 +156,15 @@ def test_a_version_published_meanwhile_is_not_silently_overwritten(team_admin_cl
     again = edit(team_admin_client, policy, tightened(), base_version=2)
     assert again.status_code == 302
     assert policy.versions.order_by("-number").first().number == 3
+
+
+def test_only_the_newest_version_page_says_it_is_the_active_one(team_admin_client, team):
+    first = policy_set(team=team, slug="default", document=POLICY)
+    newer = policy_set(team=team, slug="default", document=tightened())
+
+    def page(version) -> str:
+        url = reverse("admin:policies_policyversion_change", args=[version.pk])
+        return team_admin_client.get(url).content.decode()
+
+    assert "this is the active version" in page(newer)
+    assert "this is the active version" not in page(first)

@@ -72,3 +72,31 @@ def test_the_same_slug_in_two_teams_is_two_policies(team, other_team):
 
     assert ours.policy != theirs.policy
     assert (ours.number, theirs.number) == (1, 1)
+
+
+def test_a_version_published_since_the_editor_started_is_not_overwritten(team):
+    first = policy_set(team=team, slug="ops", document=POLICY)
+    policy_set(team=team, slug="ops", document={**POLICY, "default": "allow"}, created_by="cli")
+
+    with pytest.raises(DomainError) as stale:
+        policy_version_publish(policy=first.policy, document=POLICY, expected_base=1)
+
+    assert stale.value.code == "invalid_request"
+    assert [error.path for error in stale.value.errors] == ["expected_base"]
+    assert "Version 2 was published by cli" in stale.value.errors[0].detail
+    assert first.policy.versions.count() == 2
+    third = policy_version_publish(policy=first.policy, document=POLICY, expected_base=2)
+    assert third.number == 3
+
+
+def test_no_expected_base_publishes_over_whatever_is_current(team):
+    first = policy_set(team=team, slug="ops", document=POLICY)
+    policy_set(team=team, slug="ops", document={**POLICY, "default": "allow"})
+    assert policy_version_publish(policy=first.policy, document=POLICY).number == 3
+
+
+def test_a_refused_first_document_leaves_no_policy_behind(team):
+    with pytest.raises(DomainError) as refused:
+        policy_set(team=team, slug="new", document={**POLICY, "defualt": "allow"})
+    assert refused.value.code == "invalid_policy"
+    assert not Policy.objects.filter(slug="new").exists()

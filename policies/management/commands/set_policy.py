@@ -2,10 +2,11 @@ import json
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from controlplane.problems import DomainError
 from members.services import DEFAULT_TEAM_SLUG, team_get_or_create
-from policies.services import policy_document_validate, policy_set
+from policies.services import policy_set
 
 
 class Command(BaseCommand):
@@ -25,14 +26,15 @@ class Command(BaseCommand):
         except json.JSONDecodeError as exc:
             raise CommandError(f"{file} is not JSON: {exc}") from exc
         try:
-            policy_document_validate(document)  # before anything is written, the team included
-            version = policy_set(
-                team=team_get_or_create(slug=team),
-                slug=slug,
-                document=document,
-                comment=comment,
-                created_by="set_policy",
-            )
+            # One transaction: a refused document leaves no new team or policy behind.
+            with transaction.atomic():
+                version = policy_set(
+                    team=team_get_or_create(slug=team),
+                    slug=slug,
+                    document=document,
+                    comment=comment,
+                    created_by="set_policy",
+                )
         except DomainError as exc:
             details = "; ".join(f"{error.path}: {error.detail}" for error in exc.errors)
             raise CommandError(f"{exc.detail} {details}") from exc

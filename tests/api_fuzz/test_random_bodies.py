@@ -15,10 +15,11 @@ from members.models import ApiKey
 from plans.models import Plan, PlanEvent, PlanToken
 from tests.conftest import plan_document
 
+# Not the profile's: a fixed, derandomized run, so a fuzzing failure repeats exactly; each
+# example is a whole request (too_slow, large data) against function-scoped personas.
 FUZZ_SETTINGS = settings(
     max_examples=200,
     derandomize=True,
-    deadline=None,
     suppress_health_check=[
         HealthCheck.function_scoped_fixture,
         HealthCheck.too_slow,

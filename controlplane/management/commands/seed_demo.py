@@ -91,7 +91,7 @@ class Command(BaseCommand):
             team = team_get_or_create(slug="default", name="Acme")
             password_line = self._admin_get_or_create(team, admin_user, admin_password)
             for member in DEMO_MEMBERS:
-                if not Member.objects.filter(team=team, email__iexact=member["email"]).exists():
+                if not Member.objects.for_email(team, member["email"]).exists():
                     member_upsert(team=team, is_active=True, **member)
             agent = (
                 Agent.objects.select_related("policy").filter(team=team, name=DEMO_AGENT).first()

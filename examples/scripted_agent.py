@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from guard.client import CallBlocked, Guard
+    from guard.agent import CallBlocked, Guard
 except ImportError:  # a checkout without `pip install ./guard`: use the repository's copy
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from guard.client import CallBlocked, Guard
+    from guard.agent import CallBlocked, Guard
 
-from guard.acp import read_plan_update
-from guard.tools import DECLARE_PLAN_TOOL, openai_tool
+from guard.agent.acp import read_plan_update
+from guard.agent.tools import DECLARE_PLAN_TOOL, openai_tool
 
 REPO = "acme/public-app"
 

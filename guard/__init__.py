@@ -2,7 +2,8 @@
 
 Pure Python (no Django): the control plane and the agent-side guard import the same code,
 so there is exactly one definition of a plan, a policy, the canonical hash and a valid
-token.
+token. The agent side (the `Guard` client, its refresher, reporter and ACP display, and the
+control plane's HTTP client) lives in `guard.agent`, which the server never imports.
 """
 
 from guard.canonical import canonical_json, sha256_hex
@@ -41,16 +42,16 @@ from guard.tokens import (
     verify_token,
 )
 
-# The agent-side client needs httpx; the server only needs the core above, so the client is
-# imported when first asked for: `from guard import Guard`.
-_CLIENT_NAMES = frozenset({"Guard", "CallBlocked", "CallDecision", "GuardError", "GuardStatus"})
+# The agent side (guard.agent) needs httpx; the server only needs the core above, so the
+# agent side is imported when first asked for: `from guard import Guard`.
+_AGENT_NAMES = frozenset({"Guard", "CallBlocked", "CallDecision", "GuardError", "GuardStatus"})
 
 
 def __getattr__(name: str):
-    if name in _CLIENT_NAMES:
-        from guard import client
+    if name in _AGENT_NAMES:
+        from guard import agent
 
-        return getattr(client, name)
+        return getattr(agent, name)
     raise AttributeError(f"module 'guard' has no attribute {name!r}")
 
 

@@ -17,7 +17,7 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 
-from guard.client import Guard
+from guard.agent import Guard
 
 from .client_helpers import FakeClock, Switchboard
 

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from guard import acp
-from guard.acp import plan_removed_params, plan_update_params, read_plan_update
+from guard.agent import acp
+from guard.agent.acp import plan_removed_params, plan_update_params, read_plan_update
 from guard.decisions import Decision
 from guard.plan import validate_plan
 from plans.models import Plan

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from guard.client import (
+from guard.agent.errors import (
     CONTROL_PLANE_UNAVAILABLE,
     DECLARE_AFTER_OUTPUT,
     INVALID_PLAN,

@@ -14,7 +14,7 @@ import time
 import pytest
 from django.conf import settings as django_settings
 
-from guard.client import Guard
+from guard.agent import Guard
 from guard.decisions import Decision
 from tests.conftest import plan_document
 

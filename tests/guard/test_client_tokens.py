@@ -15,7 +15,7 @@ import jwt
 import pytest
 from django.utils import timezone
 
-from guard.client import PLAN_SWAPPED, TOKEN_INVALID, GuardError
+from guard.agent.errors import PLAN_SWAPPED, TOKEN_INVALID, GuardError
 from guard.decisions import Decision
 from guard.plan import plan_hash, validate_plan
 from plans.keys import signing_key_create

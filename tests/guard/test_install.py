@@ -31,7 +31,7 @@ class Refuse:
 
 sys.meta_path.insert(0, Refuse())
 import guard
-names = sorted(f"guard.{module.name}" for module in pkgutil.iter_modules(guard.__path__))
+names = sorted(module.name for module in pkgutil.walk_packages(guard.__path__, "guard."))
 for name in names:
     importlib.import_module(name)
 print(json.dumps({"file": guard.__file__, "modules": names}))
@@ -54,7 +54,14 @@ def import_everything(env: dict[str, str] | None = None, cwd: Path | None = None
 def test_every_guard_module_imports_without_django():
     loaded = import_everything(cwd=GUARD_DIR.parent)
 
-    assert {"guard.client", "guard.acp", "guard.reporter", "guard.tools"} <= set(loaded["modules"])
+    assert {
+        "guard.agent",
+        "guard.agent.guard",
+        "guard.agent.acp",
+        "guard.agent.reporter",
+        "guard.agent.tools",
+        "guard.agent.http",
+    } <= set(loaded["modules"])
     assert {"guard.plan", "guard.policy", "guard.tokens"} <= set(loaded["modules"])
 
 
@@ -63,6 +70,7 @@ def test_pip_installs_the_guard_alone(tmp_path):
     # Build from a copy, so the build leaves nothing in the working tree.
     source = tmp_path / "guard"
     shutil.copytree(GUARD_DIR, source, ignore=shutil.ignore_patterns("__pycache__"))
+    sources = sorted(path.relative_to(source) for path in source.rglob("*"))
     target = tmp_path / "site"
     build = subprocess.run(
         [
@@ -88,6 +96,20 @@ def test_pip_installs_the_guard_alone(tmp_path):
     ):
         pytest.skip(f"pip could not fetch the build backend (no network): {build.stderr[-300:]}")
     assert build.returncode == 0, build.stdout + build.stderr
+    # The build leaves nothing in the package's directory (no build/, no *.egg-info), and
+    # installs only the package's modules.
+    after = sorted(
+        path.relative_to(source)
+        for path in source.rglob("*")
+        if "__pycache__" not in path.relative_to(source).parts
+    )
+    assert after == sources
+    installed = {
+        path.relative_to(target / "guard").as_posix()
+        for path in (target / "guard").rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    assert installed == {path.relative_to(source).as_posix() for path in source.rglob("*.py")}
 
     # The installed copy comes first; the guard's dependencies come from this environment,
     # where Django is installed too, but blocked by the import check.
@@ -97,7 +119,7 @@ def test_pip_installs_the_guard_alone(tmp_path):
     loaded = import_everything(env=env, cwd=elsewhere)
 
     assert Path(loaded["file"]).is_relative_to(target)
-    assert {"guard.client", "guard.plan", "guard.tokens"} <= set(loaded["modules"])
+    assert {"guard.agent.guard", "guard.plan", "guard.tokens"} <= set(loaded["modules"])
     (metadata,) = target.glob("plangate_guard-*.dist-info/METADATA")
     requires = {
         re.split(r"[<>=!~ ;\[]", line.removeprefix("Requires-Dist: "))[0].lower()

@@ -50,3 +50,45 @@ def test_public_names_are_exported() -> None:
         "DocumentInvalid",
         "TokenInvalid",
     } <= set(guard.__all__)
+
+
+# What the control plane imports from the guard: the core, without the agent side.
+CORE_MODULES = (
+    "guard",
+    "guard._document",
+    "guard.canonical",
+    "guard.constraints",
+    "guard.decisions",
+    "guard.errors",
+    "guard.plan",
+    "guard.policy",
+    "guard.tokens",
+)
+
+
+def test_the_core_imports_neither_httpx_nor_the_agent_side() -> None:
+    code = (
+        f"import {', '.join(CORE_MODULES)}\n"
+        "import sys\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'httpx'"
+        " or m == 'guard.agent' or m.startswith('guard.agent.'))\n"
+        "assert not loaded, loaded\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=GUARD_DIR.parent
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_agent_side_loads_when_guard_is_asked_for() -> None:
+    code = (
+        "import sys, guard\n"
+        "assert 'guard.agent' not in sys.modules\n"
+        "from guard import Guard\n"
+        "from guard.agent import Guard as AgentGuard\n"
+        "assert Guard is AgentGuard and 'httpx' in sys.modules\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=GUARD_DIR.parent
+    )
+    assert result.returncode == 0, result.stderr

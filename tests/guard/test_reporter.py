@@ -11,9 +11,9 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guard.controlplane import ControlPlaneClient, ControlPlaneError
+from guard.agent.http import ControlPlaneClient, ControlPlaneError
+from guard.agent.reporter import DecisionReporter, args_digest, canonical_args
 from guard.decisions import Decision
-from guard.reporter import DecisionReporter, args_digest, canonical_args
 from plans.models import PlanDisplayUpdate, PlanEvent
 from tests.conftest import plan_document
 

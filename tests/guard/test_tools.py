@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given, settings
 from jsonschema import Draft202012Validator
 
-from guard.plan import plan_json_schema, validate_plan
-from guard.tools import (
+from guard.agent.tools import (
     DECLARE_PLAN_TOOL,
     anthropic_tool,
     declare_plan_parameters,
@@ -15,6 +14,7 @@ from guard.tools import (
     mcp_tool,
     openai_tool,
 )
+from guard.plan import plan_json_schema, validate_plan
 from tests.conftest import plan_document
 
 from .strategies import plans

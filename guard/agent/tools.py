@@ -7,15 +7,24 @@ parameters: the model's call arguments *are* the plan document. Hand the call to
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, Literal
 
+from guard.agent.acp import describe_step
+from guard.agent.errors import INVALID_PLAN, GuardError
+from guard.agent.session import iso
 from guard.plan import MAX_STEPS, plan_json_schema
+
+if TYPE_CHECKING:
+    from guard.agent.status import DeclaredPlan
 
 __all__ = [
     "DECLARE_PLAN_DESCRIPTION",
     "DECLARE_PLAN_TOOL",
     "anthropic_tool",
     "declare_plan_parameters",
+    "declare_plan_result",
     "declare_plan_tool",
     "mcp_tool",
     "openai_tool",
@@ -85,3 +94,41 @@ def declare_plan_tool(style: Literal["openai", "anthropic", "mcp"]) -> dict[str,
     if style == "mcp":
         return mcp_tool()
     raise ValueError(f"unknown tool style {style!r}: use openai, anthropic or mcp")
+
+
+def declare_plan_result(
+    declare: Callable[[object], DeclaredPlan], arguments: object
+) -> dict[str, Any]:
+    """Run a ``declare_plan`` tool call with `declare` (`Guard.declare`): the tool result to
+    give back to the model, which explains a refusal rather than raising it.
+
+    `arguments` is the call's arguments: the plan object, or its JSON text as OpenAI-style
+    APIs deliver it.
+    """
+    if isinstance(arguments, str | bytes):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return {
+                "ok": False,
+                "code": INVALID_PLAN,
+                "detail": "the arguments are not valid JSON",
+                "errors": [],
+            }
+    try:
+        declared = declare(arguments)
+    except GuardError as error:
+        return {
+            "ok": False,
+            "code": error.code,
+            "detail": error.message,
+            "errors": error.errors,
+        }
+    descriptions = [describe_step(step) for step in declared.plan["steps"]]
+    return {
+        "ok": True,
+        "planId": declared.plan_id,
+        "expiresAt": iso(declared.expires_at),
+        "steps": descriptions,
+        "detail": "The plan is declared. Only calls that match one of its steps will run.",
+    }

@@ -1,0 +1,35 @@
+"""The agent side of the guard: a `Guard` holds one session's plan and intent token, decides
+every tool call locally, keeps the token fresh, shows the plan over ACP and reports its
+decisions to the control plane.
+
+The control plane never imports this package: it needs httpx, the core (`guard.plan`,
+`guard.policy`, `guard.tokens`...) does not.
+
+    guard.py      Guard: declare, check, call, tool, status, close
+    decider.py    deciding a call (the hot path), step budgets, stopping a plan
+    session.py    one plan's state, CallDecision and the fixed decisions
+    answer.py     verifying a declare/refresh answer (the token for exactly the plan sent)
+    refresher.py  refreshing the token: retries, back-off, JWKS refetch, background thread
+    display.py    the ACP display of the plan's progress, newest state first
+    status.py     DeclaredPlan, GuardStatus, StepStatus
+    reporter.py   the decision log, posted in batches from a background thread
+    http.py       the control plane's REST API over httpx, and the JWKS cache
+    acp.py        ACP plan updates: writing them, and a tolerant reader
+    tools.py      the ``declare_plan`` tool for the common tool-calling formats
+    errors.py     GuardError, CallBlocked and their codes
+"""
+
+from guard.agent.errors import CallBlocked, GuardError
+from guard.agent.guard import Guard
+from guard.agent.session import CallDecision
+from guard.agent.status import DeclaredPlan, GuardStatus, StepStatus
+
+__all__ = [
+    "CallBlocked",
+    "CallDecision",
+    "DeclaredPlan",
+    "Guard",
+    "GuardError",
+    "GuardStatus",
+    "StepStatus",
+]

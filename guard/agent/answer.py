@@ -1,0 +1,135 @@
+"""Verifying the control plane's answer to a declaration or a refresh: a validly signed
+intent token for exactly the plan the guard sent, acting for the plan's person."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from guard.agent.errors import CONTROL_PLANE_UNAVAILABLE, PLAN_SWAPPED, TOKEN_INVALID, GuardError
+from guard.agent.http import ControlPlaneError, ControlPlaneUnavailable, JwksCache
+from guard.canonical import canonical_json
+from guard.errors import DocumentInvalid, TokenInvalid
+from guard.policy import CompiledPolicy, validate_policy
+from guard.tokens import unverified_header, verify_token
+
+__all__ = ["MAX_REFRESH_MARGIN", "AnswerVerifier", "VerifiedToken"]
+
+MAX_REFRESH_MARGIN: Final = 120.0
+
+
+class VerifiedToken:
+    """A verified token. `withdrawn` says why it can no longer be trusted (its signing key
+    left the JWKS); `refresh_at` is then moved to -inf so that the one comparison on a
+    call's path notices."""
+
+    __slots__ = (
+        "claims",
+        "expires_at",
+        "kid",
+        "policy",
+        "policy_version",
+        "refresh_at",
+        "token",
+        "withdrawn",
+    )
+
+    def __init__(
+        self,
+        token: str,
+        claims: dict[str, Any],
+        policy: CompiledPolicy,
+        expires_at: float,
+        refresh_at: float,
+        kid: str,
+    ) -> None:
+        self.token = token
+        self.claims = claims
+        self.policy = policy
+        self.policy_version = claims.get("polv")
+        self.expires_at = expires_at
+        self.refresh_at = refresh_at
+        self.kid = kid
+        self.withdrawn: str | None = None
+
+
+class AnswerVerifier:
+    """Checks declare/refresh answers against the session's issuer, clock and key set."""
+
+    def __init__(
+        self,
+        *,
+        jwks: JwksCache,
+        issuer: str,
+        clock: Callable[[], float],
+        clock_skew: int,
+        refresh_margin: float | None,
+    ) -> None:
+        self._jwks = jwks
+        self._issuer = issuer
+        self._clock = clock
+        self._clock_skew = clock_skew
+        # Refresh this long before expiry; None: a fifth of the lifetime, at most 120 s.
+        self._refresh_margin = refresh_margin
+
+    def __call__(
+        self,
+        body: Mapping[str, Any],
+        document: dict[str, Any],
+        document_hash: str,
+        expected_id: str | None = None,
+    ) -> tuple[str, VerifiedToken]:
+        """Verify a declare/refresh answer: a valid token for exactly the plan we sent.
+
+        Returns the plan id and the token. Raises GuardError ``token_invalid``,
+        ``plan_swapped``, or ``control_plane_unavailable`` when the signing keys cannot be
+        fetched.
+        """
+        token = body.get("token")
+        plan_id = body.get("id")
+        if not isinstance(token, str) or not isinstance(plan_id, str):
+            raise GuardError(TOKEN_INVALID, "the answer carries no token and plan id")
+        try:
+            kid = unverified_header(token).get("kid")
+            keys = self._jwks.keys_for(kid)
+            claims = verify_token(
+                token, keys, issuer=self._issuer, now=self._clock(), leeway=self._clock_skew
+            )
+        except TokenInvalid as error:
+            raise GuardError(TOKEN_INVALID, f"the intent token is not valid: {error}") from error
+        except (ControlPlaneError, ControlPlaneUnavailable) as error:
+            raise GuardError(
+                CONTROL_PLANE_UNAVAILABLE, f"the signing keys could not be fetched: {error}"
+            ) from error
+        if claims["ph"] != document_hash or body.get("planHash") != document_hash:
+            raise GuardError(PLAN_SWAPPED, "the token's plan hash is not the hash of the plan sent")
+        try:
+            same_plan = canonical_json(claims["plan"]) == canonical_json(document)
+        except Exception:
+            same_plan = False
+        if not same_plan:
+            raise GuardError(PLAN_SWAPPED, "the token carries another plan than the one sent")
+        if claims["jti"] != plan_id or (expected_id is not None and plan_id != expected_id):
+            raise GuardError(PLAN_SWAPPED, "the token is for another plan")
+        user = document["user"].strip().casefold()
+        if claims["sub"].casefold() != user:
+            raise GuardError(PLAN_SWAPPED, "the token acts for another person than the plan")
+        role, groups = claims.get("role"), claims.get("groups", [])
+        if not (role is None or isinstance(role, str)) or not (
+            isinstance(groups, list) and all(isinstance(group, str) for group in groups)
+        ):
+            raise GuardError(TOKEN_INVALID, "the token's role or groups are malformed")
+        try:
+            policy = CompiledPolicy(validate_policy(claims.get("pol")), role=role, groups=groups)
+        except DocumentInvalid as error:
+            raise GuardError(
+                TOKEN_INVALID, f"the token's policy snapshot is invalid: {error}"
+            ) from error
+        expires_at = float(claims["exp"])
+        lifetime = max(0.0, expires_at - float(claims["iat"]))
+        margin = (
+            self._refresh_margin
+            if self._refresh_margin is not None
+            else min(MAX_REFRESH_MARGIN, lifetime / 5)
+        )
+        return plan_id, VerifiedToken(token, claims, policy, expires_at, expires_at - margin, kid)

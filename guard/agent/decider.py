@@ -1,0 +1,149 @@
+"""Deciding a call against the current plan (the hot path), the step budgets, and stopping
+a plan (blocked by a refused refresh, or ended).
+
+Only the budget reservation takes the guard's lock; everything else reads attributes that
+are replaced whole (the plan's token, its stop decision), so concurrent calls do not wait
+on one another.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from guard.agent import acp
+from guard.agent.answer import VerifiedToken
+from guard.agent.session import (
+    ARGS_NOT_OBJECT,
+    PLAN_ENDED,
+    TOOL_NOT_STRING,
+    CallDecision,
+    PlanState,
+)
+from guard.constraints import non_finite_argument
+from guard.decisions import Decision
+
+__all__ = ["Decider"]
+
+_PENDING: Final = acp.PENDING
+_IN_PROGRESS: Final = acp.IN_PROGRESS
+
+
+class Decider:
+    """Decides the calls of one guard.
+
+    `lock` is the guard's lock over budgets, statuses and `tool_output_seen` (set once a
+    call was allowed: no plan may be declared after tool output in the same session);
+    `publish(plan, removed=False)` shows a plan's state (`PlanDisplay.publish`);
+    `wake_refresher()` asks the background
+    refresher to look now, when `auto_refresh` is on.
+    """
+
+    def __init__(
+        self,
+        *,
+        lock: threading.Lock,
+        publish: Callable[..., None],
+        wake_refresher: Callable[[], None],
+        auto_refresh: bool,
+    ) -> None:
+        self._lock = lock
+        self._publish = publish
+        self._wake_refresher = wake_refresher
+        self._auto_refresh = auto_refresh
+        self.tool_output_seen = False
+
+    def decide(self, plan: PlanState, tool: Any, args: Any, now: float) -> CallDecision:
+        """Decide a call against `plan`; an allowed call reserves one call of its step."""
+        stopped = plan.stopped
+        if stopped is not None:
+            return stopped
+        token = plan.token
+        if now >= token.refresh_at:
+            if token.withdrawn is not None or now >= token.expires_at:
+                # Never a network wait on a call: the refresher retries (within a second
+                # once the token is unusable) and the next call finds the fresh token.
+                return self._unusable(plan, token, now)
+            if self._auto_refresh and now >= plan.next_attempt_at:
+                self._wake_refresher()  # the refresher thread does the network part
+        if type(args) is not dict and not isinstance(args, Mapping):
+            return ARGS_NOT_OBJECT
+        if type(tool) is not str:
+            return TOOL_NOT_STRING
+        try:
+            problem = non_finite_argument(args)
+        except Exception:  # a Mapping that cannot be read cannot be decided on
+            problem = "the arguments cannot be read"
+        if problem is not None:
+            return CallDecision(
+                Decision.INVALID_ARGUMENTS,
+                f"{problem}; arguments must be JSON values (no NaN or Infinity)",
+            )
+        compiled = plan.compiled
+        matching = compiled.matching_steps(tool, args)
+        if not matching:
+            return plan.not_in_plan(tool, args)
+        verdict = token.policy.decide(tool, args)
+        if not verdict.allowed:
+            rule = "the policy default" if verdict.rule is None else f"rules[{verdict.rule}]"
+            return CallDecision(
+                Decision.POLICY_DENIED,
+                f"{verdict.reason} ({rule}, policy version {token.policy_version})",
+                matching[0],
+                verdict.rule,
+            )
+        used = plan.used
+        with self._lock:
+            step = compiled.choose_step(matching, used)
+            if step is not None:
+                used[step] += 1
+                self.tool_output_seen = True
+                started = plan.statuses[step] == _PENDING
+                if started:
+                    plan.statuses[step] = _IN_PROGRESS
+        if step is None:
+            return plan.spent(matching)
+        if started:
+            self._publish(plan)
+        decision = plan.decision_cache.get((step, verdict.rule))
+        if decision is None:
+            decision = CallDecision(
+                Decision.ALLOWED,
+                f"step {step} ({tool}) of the plan; {verdict.reason}",
+                step,
+                verdict.rule,
+            )
+            plan.decision_cache[(step, verdict.rule)] = decision
+        return decision
+
+    def _unusable(self, plan: PlanState, token: VerifiedToken, now: float) -> CallDecision:
+        """The decision for a call while the token has expired or its key was withdrawn."""
+        if self._auto_refresh and now >= plan.next_attempt_at:
+            self._wake_refresher()
+        return plan.unusable(token)
+
+    def block(self, plan: PlanState, decision: CallDecision) -> None:
+        """Stop `plan` for good: every later call gets `decision`, open steps are cancelled."""
+        with self._lock:
+            plan.blocked = plan.stopped = decision
+            plan.next_attempt_at = math.inf
+            plan.refresh_error = decision.reason
+            plan.cancel_open_steps()
+        self._publish(plan)
+
+    def end(self, plan: PlanState, *, remove: bool) -> None:
+        """End `plan`: steps still running show as completed, later calls get ``no_plan``,
+        and with `remove` (ACP v2) the plan leaves the user's view."""
+        with self._lock:
+            if plan.ended:
+                return
+            plan.ended = True
+            if plan.stopped is None:
+                plan.stopped = PLAN_ENDED
+            changed = plan.complete_running_steps()
+        if changed:
+            self._publish(plan)
+        if remove:
+            self._publish(plan, removed=True)

@@ -1,0 +1,407 @@
+"""The agent-side guard: declare a plan, then decide every tool call locally.
+
+    from guard import Guard
+
+    with Guard("http://localhost:8000", api_key) as guard:
+        guard.declare(plan)                      # or: guard.handle_declare_plan(model_args)
+        decision = guard.check("github_get_issue", {"repo": "acme/app", "number": 7})
+        issue = guard.call("github_get_issue", {"repo": "acme/app", "number": 7}, get_issue)
+
+A `Guard` is one agent session (one conversation with one model context). It is thread-safe:
+any number of threads may call `check` / `call` at once. Only `declare` (and `refresh` /
+`refresh_if_due` when the application calls them) touch the network on the caller's thread;
+a tool call never does: refreshing, fetching keys and reporting decisions happen in
+background threads.
+
+This module is the facade and the hot path (`check`); the rest of the session lives next
+to it: the plan's state and decisions (`session`), the token refresher (`refresher`), the
+ACP display (`display`), the status (`status`), the decision log (`reporter`) and the
+control plane's HTTP client (`http`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import httpx
+
+from guard.agent.answer import AnswerVerifier
+from guard.agent.decider import Decider
+from guard.agent.display import PlanDisplay
+from guard.agent.errors import (
+    CONTROL_PLANE_UNAVAILABLE,
+    DECLARE_AFTER_OUTPUT,
+    GUARD_CLOSED,
+    INVALID_PLAN,
+    CallBlocked,
+    GuardError,
+)
+from guard.agent.http import (
+    ControlPlaneClient,
+    ControlPlaneError,
+    ControlPlaneUnavailable,
+    JwksCache,
+)
+from guard.agent.refresher import Refresher
+from guard.agent.reporter import DecisionReporter, ReporterStats
+from guard.agent.session import NO_PLAN, CallDecision, PlanState
+from guard.agent.status import DeclaredPlan, GuardStatus, session_status
+from guard.agent.tools import declare_plan_result
+from guard.errors import DocumentInvalid, FieldError
+from guard.plan import plan_hash, validate_plan
+
+__all__ = ["Guard"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _field_errors(errors: list[FieldError]) -> list[dict[str, Any]]:
+    return [{"path": error.path, "detail": error.detail} for error in errors]
+
+
+class Guard:
+    """Holds one session's plan and intent token and decides every tool call locally.
+
+    Arguments:
+        url: the control plane, e.g. ``http://localhost:8000``.
+        api_key: the agent's API key (``pg_...``).
+        issuer: the ``iss`` the tokens must carry (the server's ``PLANGATE_ISSUER``);
+            defaults to `url`.
+        acp_sink: called with each ACP ``session/update`` notification (a JSON-RPC dict)
+            showing the plan's progress; may be called from the guard's background threads.
+        session_id: the ACP session id put in those notifications (default: a random one).
+        acp_plan_updates: True when the ACP client advertised plan support (v2
+            ``plan_update`` / ``plan_removed``); False falls back to the stable v1 ``plan``.
+        clock: seconds since the epoch (default `time.time`); tests pass a controllable one.
+        http_client / transport: an ``httpx.Client`` to use, or an httpx transport for the
+            guard's own client.
+        ttl: token lifetime to ask for (seconds), else the server's default.
+        refresh_margin: refresh this many seconds before expiry (default: a fifth of the
+            token's lifetime, at most 120 s).
+        auto_refresh: refresh in a background thread (else only `refresh` and
+            `refresh_if_due` refresh, when the application calls them; a call never does).
+        report: post decisions to ``POST /v1/plans/{id}/events`` from a background thread.
+        report_display_updates: also attach the ACP updates sent to `acp_sink`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str,
+        *,
+        issuer: str | None = None,
+        acp_sink: Callable[[dict[str, Any]], object] | None = None,
+        session_id: str | None = None,
+        acp_plan_updates: bool = True,
+        clock: Callable[[], float] | None = None,
+        http_client: httpx.Client | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = 10.0,
+        ttl: int | None = None,
+        refresh_margin: float | None = None,
+        auto_refresh: bool = True,
+        report: bool = True,
+        report_display_updates: bool = True,
+        report_interval: float = 1.0,
+        report_batch_size: int = 200,
+        report_queue_size: int = 10_000,
+        jwks_min_refetch_interval: float = 30.0,
+        clock_skew: int = 60,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.issuer = issuer if issuer is not None else self.url
+        self._clock = clock or time.time
+        self._control_plane = ControlPlaneClient(
+            self.url, api_key, http_client=http_client, transport=transport, timeout=timeout
+        )
+        self._jwks = JwksCache(
+            self._control_plane.jwks,
+            clock=self._clock,
+            min_refetch_interval=jwks_min_refetch_interval,
+        )
+        self._ttl = ttl
+        self._auto_refresh = auto_refresh
+        self._accept = AnswerVerifier(
+            jwks=self._jwks,
+            issuer=self.issuer,
+            clock=self._clock,
+            clock_skew=clock_skew,
+            refresh_margin=refresh_margin,
+        )
+        # The reporter's wiring: decisions are recorded on the call's thread (`check`), the
+        # display updates shown by `_display`, both posted by the reporter's thread.
+        self._reporter = (
+            DecisionReporter(
+                self._control_plane.post_events,
+                max_queue=report_queue_size,
+                batch_size=report_batch_size,
+                interval=report_interval,
+            )
+            if report
+            else None
+        )
+        self._lock = threading.Lock()  # budgets, statuses, the output flag, the plan slot
+        self._declare_lock = threading.Lock()
+        self._display = PlanDisplay(
+            session_id=session_id or f"plangate-{uuid.uuid4().hex}",
+            sink=acp_sink,
+            plan_updates=acp_plan_updates,
+            reporter=self._reporter,
+            report_updates=report_display_updates,
+            lock=self._lock,
+            clock=self._clock,
+        )
+        wake_refresher = threading.Event()  # set by a call that finds a refresh due
+        self._decider = Decider(
+            lock=self._lock,
+            publish=self._display.publish,
+            wake_refresher=wake_refresher.set,
+            auto_refresh=auto_refresh,
+        )
+        self._refresher = Refresher(
+            control_plane=self._control_plane,
+            jwks=self._jwks,
+            clock=self._clock,
+            ttl=ttl,
+            accept=self._accept,
+            current_plan=lambda: self._plan,
+            block=self._decider.block,
+            wake=wake_refresher,
+        )
+        self._decide = self._decider.decide  # bound once: `check` is the hot path
+        self._plan: PlanState | None = None
+        self._closed = False
+
+    @property
+    def session_id(self) -> str:
+        """The ACP session id put in the notifications."""
+        return self._display.session_id
+
+    @session_id.setter
+    def session_id(self, value: str) -> None:
+        self._display.session_id = value
+
+    # --- declaring --------------------------------------------------------------------
+
+    def declare(self, plan: object) -> DeclaredPlan:
+        """Declare `plan` (a plan document) and hold its verified intent token.
+
+        Raises GuardError: ``invalid_plan`` (with `errors`), ``declare_after_output`` (a
+        guarded tool already returned output in this session), ``token_invalid`` or
+        ``plan_swapped`` (the answer does not carry the plan sent, validly signed),
+        ``control_plane_unavailable``, or the control plane's refusal code
+        (``policy_denied``, ``unknown_user``, ``user_disabled``...).
+        """
+        if self._closed:
+            raise GuardError(GUARD_CLOSED, "the guard is closed")
+        self._refuse_after_output()  # first: no plan, valid or not, is taken after output
+        try:
+            document = validate_plan(plan)
+        except DocumentInvalid as error:
+            raise GuardError(
+                INVALID_PLAN, "the plan is invalid", errors=_field_errors(error.errors)
+            ) from error
+        with self._declare_lock:
+            self._refuse_after_output()
+            try:
+                body = self._control_plane.declare(document, ttl=self._ttl)
+            except ControlPlaneError as error:
+                raise GuardError(error.code, error.detail, errors=error.errors) from error
+            except ControlPlaneUnavailable as error:
+                raise GuardError(CONTROL_PLANE_UNAVAILABLE, str(error)) from error
+            document_hash = plan_hash(document)
+            plan_id, token = self._accept(body, document, document_hash)
+            state = PlanState(
+                plan_id, document, document_hash, token, bool(body.get("reportArguments"))
+            )
+            with self._lock:
+                # A call may have been allowed while the request was out.
+                self._refuse_after_output()
+                previous, self._plan = self._plan, state
+            if previous is not None:
+                self._decider.end(previous, remove=self._display.plan_updates)
+            self._display.publish(state)
+            if self._auto_refresh:
+                self._refresher.start()
+            self._refresher.wake()
+        return DeclaredPlan(
+            plan_id=plan_id,
+            plan_hash=document_hash,
+            plan=document,
+            expires_at=token.expires_at,
+            policy=body.get("policy") if isinstance(body.get("policy"), dict) else {},
+            report_arguments=state.report_arguments,
+        )
+
+    def _refuse_after_output(self) -> None:
+        if self._decider.tool_output_seen:
+            raise GuardError(
+                DECLARE_AFTER_OUTPUT,
+                "a plan must be declared before any tool output is read: a guarded tool has"
+                " already run in this session, so a new plan cannot be declared here; start"
+                " a new session with a fresh context instead",
+            )
+
+    def handle_declare_plan(self, arguments: object) -> dict[str, Any]:
+        """Run the model's ``declare_plan`` tool call; returns the tool result to give back
+        to the model (never raises for a refused plan: the result explains the refusal).
+
+        `arguments` is the call's arguments: the plan object, or its JSON text as
+        OpenAI-style APIs deliver it.
+        """
+        return declare_plan_result(self.declare, arguments)
+
+    # --- deciding ---------------------------------------------------------------------
+
+    def check(self, tool: str, args: Mapping[str, Any]) -> CallDecision:
+        """Decide a call of `tool` with `args` (its arguments object), locally.
+
+        An allowed decision reserves one call of the step's budget, and counts as the tool
+        having run for the declare-before-output rule. Every decision is queued for the
+        decision log. Never touches the network: with an expired token the call is
+        ``token_expired`` at once and the background refresher does the refreshing.
+        """
+        plan = self._plan
+        if plan is None:
+            return NO_PLAN
+        now = self._clock()
+        decision = self._decide(plan, tool, args, now)
+        reporter = self._reporter
+        if reporter is not None:
+            reporter.record(
+                plan.id,
+                now,
+                tool,
+                decision.code.value,
+                decision.step,
+                "" if decision.allowed else decision.reason,
+                dict(args) if type(args) is dict else args,
+                plan.report_arguments,
+            )
+        return decision
+
+    def call(self, tool: str, args: Mapping[str, Any], fn: Callable[..., Any]) -> Any:
+        """Check the call, run ``fn(**args)`` when allowed, record that it returned.
+
+        Raises CallBlocked (with `.decision`) when the call is not allowed.
+        """
+        decision = self.check(tool, args)
+        if not decision.allowed:
+            raise CallBlocked(decision)
+        result = fn(**args)
+        self.completed(decision)
+        return result
+
+    def tool(self, name: str | None = None) -> Callable[[F], F]:
+        """Decorator: every call of the function is checked as tool `name` (default: the
+        function's name) with its arguments by parameter name, then run and recorded.
+        Raises CallBlocked when the call is not allowed."""
+
+        def decorate(fn: F) -> F:
+            tool_name = name or fn.__name__
+            signature = inspect.signature(fn)
+
+            @functools.wraps(fn)
+            def guarded(*args: Any, **kwargs: Any) -> Any:
+                arguments = dict(signature.bind(*args, **kwargs).arguments) if args else kwargs
+                decision = self.check(tool_name, arguments)
+                if not decision.allowed:
+                    raise CallBlocked(decision)
+                result = fn(*args, **kwargs)
+                self.completed(decision)
+                return result
+
+            return guarded  # type: ignore[return-value]
+
+        return decorate
+
+    def completed(self, decision: CallDecision) -> None:
+        """Record that an allowed call has returned (`call` and `tool` do it for you): its
+        step shows as completed to the user."""
+        plan = self._plan
+        step = decision.step
+        if plan is None or not decision.allowed or step is None or step >= len(plan.statuses):
+            return
+        with self._lock:
+            changed = plan.complete_step(step)
+        if changed:
+            self._display.publish(plan)
+
+    # --- refreshing (the work is the refresher's) ------------------------------------------
+
+    def refresh(self) -> bool:
+        """Refresh the token now (the same plan, re-signed with the current policy). True on
+        success; on a refusal the plan is blocked with its code (see `status`)."""
+        return self._refresher.refresh()
+
+    def refresh_if_due(self) -> bool:
+        """Refresh when the token is within its refresh margin (or a retry is due), or at
+        once when the key set, refetched at its max-age, no longer holds the token's key.
+        True when a fresh token was installed. The background refresher calls this."""
+        return self._refresher.refresh_if_due()
+
+    # --- status and reporting -----------------------------------------------------------
+
+    def status(self) -> GuardStatus:
+        """Where the session stands: the plan, each step's calls and status, and which
+        required steps have not run yet."""
+        reporter = self._reporter.stats() if self._reporter is not None else None
+        return session_status(self._plan, lock=self._lock, clock=self._clock, reporter=reporter)
+
+    def report_display_update(self, message: Mapping[str, Any]) -> None:
+        """Attach an ACP ``session/update`` (params) the agent showed its user to the
+        decision log of the current plan."""
+        plan = self._plan
+        if plan is not None and self._reporter is not None:
+            self._reporter.display(plan.id, self._clock(), dict(message))
+
+    def reporter_stats(self) -> ReporterStats | None:
+        return self._reporter.stats() if self._reporter is not None else None
+
+    def flush(self, timeout: float | None = 10.0) -> bool:
+        """Wait until the queued decisions are posted (or dropped)."""
+        return self._reporter.flush(timeout) if self._reporter is not None else True
+
+    # --- ending -----------------------------------------------------------------------
+
+    def end_plan(self) -> None:
+        """End the current plan: steps still running show as completed, the plan is removed
+        from the user's view, and later calls are ``no_plan`` until a new declaration."""
+        with self._lock:
+            plan, self._plan = self._plan, None
+        if plan is not None:
+            self._decider.end(plan, remove=self._display.plan_updates)
+
+    def new_session(self, session_id: str | None = None) -> None:
+        """End the plan and start a new session in which a plan may be declared again.
+
+        Only for a fresh model context: the declare-before-output rule exists because tool
+        output read in a context can steer the plan the model writes next.
+        """
+        self.end_plan()
+        with self._lock:
+            self._decider.tool_output_seen = False
+            self.session_id = session_id or f"plangate-{uuid.uuid4().hex}"
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """End the plan, flush the decision log and stop the background threads."""
+        if self._closed:
+            return
+        self.end_plan()
+        self._closed = True
+        self._refresher.stop(timeout)
+        if self._reporter is not None:
+            self._reporter.close(timeout)
+        self._control_plane.close()
+
+    def __enter__(self) -> Guard:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

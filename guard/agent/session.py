@@ -1,0 +1,221 @@
+"""One declared plan's state in a session: its verified token, budgets and step statuses,
+and the decisions a call can get.
+
+`PlanState` changes under the guard's lock (budgets, statuses); its `token`, `blocked` and
+`stopped` are replaced whole (atomic attribute stores), so the hot path reads them without
+the lock.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from guard.agent import acp
+from guard.agent.answer import VerifiedToken
+from guard.constraints import compile_constraint
+from guard.decisions import Decision
+from guard.plan import CompiledPlan
+
+__all__ = ["CallDecision", "PlanState"]
+
+# (argument name, matcher, what the argument must satisfy) for each pinned argument of a step.
+Explainer = tuple[tuple[str, Callable[[Any], bool], str], ...]
+
+
+class CallDecision:
+    """The guard's verdict on one call: a stable `code`, the `step` the call counts against
+    (or, when blocked for budget or policy, the step it matched), the policy `rule` that
+    decided (None for the default or when the policy was not consulted), and a `reason`
+    for people and logs. Immutable; shared between calls where possible."""
+
+    __slots__ = ("allowed", "code", "reason", "rule", "step")
+
+    allowed: bool
+    code: Decision
+    reason: str
+    step: int | None
+    rule: int | None
+
+    def __init__(
+        self, code: Decision, reason: str, step: int | None = None, rule: int | None = None
+    ) -> None:
+        object.__setattr__(self, "code", code)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "step", step)
+        object.__setattr__(self, "rule", rule)
+        object.__setattr__(self, "allowed", code is Decision.ALLOWED)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("CallDecision is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CallDecision):
+            return NotImplemented
+        return (self.code, self.reason, self.step, self.rule) == (
+            other.code,
+            other.reason,
+            other.step,
+            other.rule,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.code, self.reason, self.step, self.rule))
+
+    def __repr__(self) -> str:
+        return (
+            f"CallDecision(code={self.code.value!r}, step={self.step!r}, rule={self.rule!r},"
+            f" reason={self.reason!r})"
+        )
+
+
+NO_PLAN: Final = CallDecision(
+    Decision.NO_PLAN, "no plan has been declared in this session; call declare_plan first"
+)
+PLAN_ENDED: Final = CallDecision(Decision.NO_PLAN, "the plan has ended; declare a new plan")
+ARGS_NOT_OBJECT: Final = CallDecision(
+    Decision.INVALID_ARGUMENTS, "the call's arguments must be a JSON object"
+)
+TOOL_NOT_STRING: Final = CallDecision(Decision.INVALID_ARGUMENTS, "the tool name must be a string")
+
+
+def iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+class PlanState:
+    """One declared plan and its mutable state."""
+
+    __slots__ = (
+        "blocked",
+        "compiled",
+        "decision_cache",
+        "descriptions",
+        "document",
+        "ended",
+        "explainers",
+        "hash",
+        "id",
+        "next_attempt_at",
+        "refresh_error",
+        "refresh_lock",
+        "report_arguments",
+        "retry_delay",
+        "statuses",
+        "stopped",
+        "token",
+        "used",
+    )
+
+    def __init__(
+        self,
+        plan_id: str,
+        document: dict[str, Any],
+        document_hash: str,
+        token: VerifiedToken,
+        report_arguments: bool,
+    ) -> None:
+        self.id = plan_id
+        self.document = document
+        self.hash = document_hash
+        self.compiled = CompiledPlan(document)
+        steps = document["steps"]
+        self.descriptions = tuple(acp.describe_step(step) for step in steps)
+        self.token = token
+        self.report_arguments = report_arguments
+        self.used = [0] * len(steps)
+        self.statuses = [acp.PENDING] * len(steps)
+        # The allowed decisions already made, by (step, policy rule): shared between calls.
+        self.decision_cache: dict[tuple[int, int | None], CallDecision] = {}
+        self.explainers: dict[int, Explainer] = {}
+        self.blocked: CallDecision | None = None
+        self.ended = False
+        # The decision every call gets once the plan is blocked or ended: one test on the
+        # hot path for both.
+        self.stopped: CallDecision | None = None
+        self.refresh_lock = threading.Lock()
+        self.next_attempt_at = token.refresh_at
+        self.retry_delay = 0.0
+        self.refresh_error: str | None = None
+
+    # The methods below run off the hot path: they explain a refusal.
+
+    def not_in_plan(self, tool: str, args: Mapping[str, Any]) -> CallDecision:
+        candidates = self.compiled.step_candidates(tool)
+        if not candidates:
+            return CallDecision(Decision.NOT_IN_PLAN, f"no step of the plan calls {tool}")
+        reasons = []
+        for index in candidates:
+            failures = [
+                detail
+                for name, matches, detail in self.explainer(index)
+                if name not in args or not matches(args[name])
+            ]
+            reasons.append(f"step {index}: {'; '.join(failures) or 'arguments do not match'}")
+        return CallDecision(
+            Decision.NOT_IN_PLAN,
+            f"the arguments match no step for {tool} ({' / '.join(reasons)})",
+        )
+
+    def explainer(self, index: int) -> Explainer:
+        explainer = self.explainers.get(index)
+        if explainer is None:
+            args = self.document["steps"][index]["args"]
+            explainer = tuple(
+                (
+                    name,
+                    compile_constraint(constraint),
+                    f"{name} must satisfy {json.dumps(constraint, ensure_ascii=False)[:120]}",
+                )
+                for name, constraint in args.items()
+            )
+            self.explainers[index] = explainer
+        return explainer
+
+    def spent(self, matching: list[int]) -> CallDecision:
+        steps = ", ".join(f"{index} ({self.used[index]} calls)" for index in matching)
+        return CallDecision(
+            Decision.MAX_CALLS_EXCEEDED,
+            f"every matching step has used its maxCalls: step {steps}",
+            matching[0],
+        )
+
+    def unusable(self, token: VerifiedToken) -> CallDecision:
+        """The decision for a call while `token` has expired or its key was withdrawn."""
+        if self.blocked is not None:
+            return self.blocked
+        detail = f": {self.refresh_error}" if self.refresh_error else ""
+        if token.withdrawn is not None:
+            return CallDecision(
+                Decision.TOKEN_INVALID,
+                f"the intent token can no longer be trusted ({token.withdrawn}) and was not"
+                f" refreshed{detail}",
+            )
+        return CallDecision(
+            Decision.TOKEN_EXPIRED,
+            f"the intent token expired at {iso(token.expires_at)} and was not refreshed{detail}",
+        )
+
+    # Status changes: the caller holds the guard's lock and publishes when they return True.
+
+    def complete_step(self, step: int) -> bool:
+        changed = self.statuses[step] == acp.IN_PROGRESS
+        if changed:
+            self.statuses[step] = acp.COMPLETED
+        return changed
+
+    def cancel_open_steps(self) -> None:
+        for index, status in enumerate(self.statuses):
+            if status != acp.COMPLETED:
+                self.statuses[index] = acp.CANCELLED
+
+    def complete_running_steps(self) -> bool:
+        changed = False
+        for index, status in enumerate(self.statuses):
+            if status == acp.IN_PROGRESS:
+                self.statuses[index] = acp.COMPLETED
+                changed = True
+        return changed

@@ -1,0 +1,114 @@
+"""What the guard tells its application: the declared plan, and where the session stands."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from guard.agent.reporter import ReporterStats
+from guard.agent.session import NO_PLAN, PlanState
+
+__all__ = ["DeclaredPlan", "GuardStatus", "StepStatus", "session_status"]
+
+
+@dataclass(frozen=True)
+class DeclaredPlan:
+    """What `declare` returns: the plan as the control plane signed it."""
+
+    plan_id: str
+    plan_hash: str
+    plan: dict[str, Any]
+    expires_at: float
+    policy: dict[str, Any]
+    report_arguments: bool
+
+
+@dataclass(frozen=True)
+class StepStatus:
+    index: int
+    tool: str
+    description: str
+    required: bool
+    used: int
+    max_calls: int
+    status: str  # the ACP entry status: pending, in_progress, completed, cancelled
+
+
+@dataclass(frozen=True)
+class GuardStatus:
+    """Where the session stands.
+
+    `state` is ``no_plan``, ``active``, ``expired`` (the token lapsed and no refresh has
+    succeeded yet), ``invalid`` (the token's signing key left the JWKS and no refresh has
+    succeeded yet: calls get ``token_invalid``) or ``blocked`` (`blocked` then holds the
+    decision code every call gets).
+    `required_pending` lists the required steps that have not run yet; `complete` is true
+    once every required step has run.
+    """
+
+    state: str
+    plan_id: str | None = None
+    blocked: str | None = None
+    reason: str = ""
+    expires_at: float | None = None
+    policy_version: int | None = None
+    steps: tuple[StepStatus, ...] = ()
+    required_pending: tuple[int, ...] = ()
+    complete: bool = False
+    refresh_error: str | None = None
+    reporter: ReporterStats | None = None
+
+
+def session_status(
+    plan: PlanState | None,
+    *,
+    lock: threading.Lock,
+    clock: Callable[[], float],
+    reporter: ReporterStats | None,
+) -> GuardStatus:
+    """The status of a session holding `plan`; `lock` guards its budgets and statuses."""
+    if plan is None:
+        return GuardStatus(state="no_plan", reason=NO_PLAN.reason, reporter=reporter)
+    with lock:
+        used = list(plan.used)
+        statuses = list(plan.statuses)
+    token = plan.token
+    steps = tuple(
+        StepStatus(
+            index=index,
+            tool=step["tool"],
+            description=plan.descriptions[index],
+            required=step["required"],
+            used=used[index],
+            max_calls=step["maxCalls"],
+            status=statuses[index],
+        )
+        for index, step in enumerate(plan.document["steps"])
+    )
+    pending = tuple(step.index for step in steps if step.required and step.used == 0)
+    if plan.blocked is not None:
+        state, reason = "blocked", plan.blocked.reason
+    elif token.withdrawn is not None:
+        state, reason = (
+            "invalid",
+            f"the intent token can no longer be trusted: {token.withdrawn}",
+        )
+    elif clock() >= token.expires_at:
+        state, reason = "expired", "the intent token has expired"
+    else:
+        state, reason = "active", ""
+    return GuardStatus(
+        state=state,
+        plan_id=plan.id,
+        blocked=plan.blocked.code.value if plan.blocked is not None else None,
+        reason=reason,
+        expires_at=token.expires_at,
+        policy_version=token.policy_version,
+        steps=steps,
+        required_pending=pending,
+        complete=not pending,
+        refresh_error=plan.refresh_error,
+        reporter=reporter,
+    )

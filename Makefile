@@ -21,12 +21,14 @@ run: $(READY)
 test: $(READY)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# The loop while editing, well under a minute: no servers, browsers, PostgreSQL, Redis or
-# virtualenvs (`slow`), a smaller hypothesis profile, stop at the first failure. `make test`
-# and CI still run everything.
+# The loop while editing: no servers, browsers, PostgreSQL, Redis or virtualenvs (`slow`), a
+# smaller Hypothesis profile, stop at the first failure. The fuzzers are not even collected:
+# importing schemathesis and loading the schema costs seconds. `make test` and CI still run
+# everything.
 QUICK_MARKERS := not slow and not browser and not worker and not postgres and not redis
 check: $(READY)
-	HYPOTHESIS_PROFILE=dev $(BIN)/python -m pytest -m "$(QUICK_MARKERS)" -x -q -p no:cacheprovider $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=dev $(BIN)/python -m pytest -m "$(QUICK_MARKERS)" -x -q \
+		-p no:cacheprovider --ignore=tests/api_fuzz $(PYTEST_ARGS)
 
 bench: $(READY)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)

@@ -26,12 +26,12 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-# CI explores more and prints the blob that replays a failure locally.
+# CI searches twice as far and prints the blob that replays a failure locally.
 settings.register_profile(
-    "ci", parent=settings.get_profile("default"), max_examples=300, print_blob=True
+    "ci", parent=settings.get_profile("default"), max_examples=200, print_blob=True
 )
 # `make check`: the quick loop while editing; CI and `make test` still run the full profile.
-settings.register_profile("dev", parent=settings.get_profile("default"), max_examples=20)
+settings.register_profile("dev", parent=settings.get_profile("default"), max_examples=10)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if IN_CI else "default"))
 
 POLICY = {

@@ -82,8 +82,12 @@ def _member_for(agent: Agent, email: str) -> Member:
         raise DomainError(
             "unknown_user", f"{email} is not a member of this agent's team."
         ) from None
+    return _member_require_active(member)
+
+
+def _member_require_active(member: Member) -> Member:
     if not member.is_active:
-        raise DomainError("user_disabled", f"{email} is disabled.")
+        raise DomainError("user_disabled", f"{member.email} is disabled.")
     return member
 
 
@@ -277,7 +281,9 @@ def plan_refresh(*, agent: Agent, plan_id: str, token: str, ttl: int | None = No
         raise DomainError("plan_revoked", "The plan was revoked; declare a new plan.")
     if plan.status == Plan.Status.EXPIRED or plan.is_expired(now):
         raise DomainError("plan_expired", "The plan is past its lifetime; declare a new plan.")
-    member = _member_for(agent, plan.member.email)
+    # The plan's member by id, read with the plan: the person the plan was declared for,
+    # even if their e-mail was edited since.
+    member = _member_require_active(plan.member)
     role, groups = _role_and_groups(member)
     version = _admitted_policy_version(agent, plan.document, role, groups)
     signature = _sign(
@@ -314,7 +320,9 @@ def plan_get_for_agent(*, agent: Agent, plan_id: str) -> Plan:
     if not _PLAN_ID.fullmatch(plan_id):
         raise DomainError("plan_not_found", f"No plan {plan_id!r} for this agent.")
     plan = (
-        Plan.objects.select_related("team", "member", "policy_version", "policy_version__policy")
+        Plan.objects.select_related(
+            "team", "member", "member__role", "policy_version", "policy_version__policy"
+        )
         .filter(pk=plan_id, agent=agent)
         .first()
     )

@@ -14,9 +14,9 @@ from tests.conftest import plan_document
 # plus the rate limits' two (the address's failed authentications are read, the API key's
 # counter is incremented: controlplane/ratelimit.py, with the counters in the database).
 ISSUE_QUERIES = 11
-# Refresh reads the plan, the key the token names, and the plan's status under lock,
-# instead of inserting the plan.
-REFRESH_QUERIES = 13
+# Refresh reads the plan with its member (by id, with the role), the key the token names,
+# and the plan's status under lock, instead of looking the member up and inserting the plan.
+REFRESH_QUERIES = 12
 
 
 def many_steps(count: int) -> list[dict]:

@@ -12,6 +12,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.utils import timezone
 
+from members.models import Member
 from members.services import member_disable, member_upsert
 from plans.keys import active_signer
 from plans.models import Plan, PlanToken
@@ -227,6 +228,24 @@ def test_token_never_outlives_the_plan(agent):
 def test_disabled_member_refuses_refresh(agent, team):
     issued = declare(agent)
     member_disable(team=team, email="alice@acme.dev")
+
+    assert_problem(refresh(agent, issued["id"], issued["token"]), 403, "user_disabled")
+
+
+def test_refresh_finds_the_plans_member_by_id_after_an_e_mail_edit(agent, member):
+    issued = declare(agent)
+    Member.objects.filter(pk=member.pk).update(email="alice.new@acme.dev")
+
+    response = refresh(agent, issued["id"], issued["token"])
+
+    assert response.status_code == 200, response.content
+    assert claims_of(response.json()["token"])["sub"] == "alice.new@acme.dev"
+    assert Plan.objects.get(pk=issued["id"]).member_id == member.pk
+
+
+def test_a_disabled_member_refuses_refresh_after_an_e_mail_edit_too(agent, member):
+    issued = declare(agent)
+    Member.objects.filter(pk=member.pk).update(email="alice.new@acme.dev", is_active=False)
 
     assert_problem(refresh(agent, issued["id"], issued["token"]), 403, "user_disabled")
 

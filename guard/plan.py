@@ -23,10 +23,10 @@ from guard.constraints import (
     MAX_IN_MEMBERS,
     MAX_PATTERN_LENGTH,
     ArgsMatcher,
-    EqIndex,
     compile_args,
     validate_args,
 )
+from guard.eq_index import EqIndex
 from guard.errors import DocumentInvalid, FieldError
 
 __all__ = [

@@ -13,7 +13,7 @@ call; an allow rule admits a step whatever its `args` (they are checked per call
 `maxCalls` caps the step's budget. At call time, an allow rule counts only when the call
 satisfies its `args`; a deny rule fails closed and counts unless some pinned argument is
 provably outside its constraint (missing, of another JSON type than its operator compares,
-or not a finite number all count as a match; see guard.constraints).
+or not a finite number all count as a match; see guard.deny).
 """
 
 from __future__ import annotations
@@ -33,17 +33,11 @@ from guard._document import (
     type_name,
 )
 from guard.canonical import sha256_hex
-from guard.constraints import (
-    ArgsMatcher,
-    EqIndex,
-    GlobSyntaxError,
-    compile_args,
-    compile_deny_args,
-    compile_glob,
-    glob_to_re2,
-    validate_args,
-)
+from guard.constraints import ArgsMatcher, compile_args, validate_args
+from guard.deny import compile_deny_args
+from guard.eq_index import EqIndex
 from guard.errors import DocumentInvalid, FieldError
+from guard.patterns import GlobSyntaxError, compile_glob, glob_to_re2
 from guard.plan import DEFAULT_MAX_CALLS
 
 __all__ = [
@@ -306,7 +300,7 @@ def _applicable_rules(
                 deny=deny,
                 tools=tuple(compile_glob(glob) for glob in rule["tools"]),
                 # A deny rule fails closed: it is passed over only for a call whose pinned
-                # arguments are provably outside it (guard.constraints.compile_deny_args).
+                # arguments are provably outside it (guard.deny.compile_deny_args).
                 args=(compile_deny_args(args) if deny else compile_args(args)) if args else None,
                 pinned=args or None,
                 max_calls=rule.get("maxCalls"),

@@ -22,8 +22,8 @@ from guard.agent.session import (
     CallDecision,
     PlanState,
 )
-from guard.constraints import non_finite_argument
 from guard.decisions import Decision
+from guard.finite import non_finite_argument
 
 __all__ = ["Decider"]
 

@@ -7,7 +7,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guard.constraints import EqIndex, compile_args, compile_deny_args
+from guard.constraints import compile_args
+from guard.deny import compile_deny_args
+from guard.eq_index import EqIndex
 from guard.plan import CompiledPlan, validate_plan
 from guard.policy import CompiledPolicy, PolicyDecision, validate_policy
 

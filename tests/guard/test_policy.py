@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from guard.constraints import compile_args, compile_deny_args
+from guard.constraints import compile_args
+from guard.deny import compile_deny_args
 from guard.errors import DocumentInvalid
 from guard.plan import validate_plan
 from guard.policy import (

@@ -2,7 +2,7 @@
 argument is provably outside its constraint.
 
 `provably_outside` below is the rule of docs/decisions.md ("Deny rules fail closed")
-written as plainly as possible, independently of guard.constraints; the property tests
+written as plainly as possible, independently of guard.deny; the property tests
 hold the compiled policy to it for every operator.
 """
 
@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guard.constraints import EqIndex, non_finite_argument
+from guard.eq_index import EqIndex
+from guard.finite import non_finite_argument
 from guard.plan import validate_plan
 from guard.policy import CompiledPolicy, evaluate_plan, validate_policy
 

@@ -1,7 +1,7 @@
 """Deny rules that pin arguments fail closed: a call passes a deny rule only when a pinned
 argument is provably outside its constraint.
 
-`provably_outside` below is the rule of docs/decisions.md ("Deny rules fail closed")
+`provably_outside` below is the rule of docs/decisions/0016-deny-rules-fail-closed.md
 written as plainly as possible, independently of guard.deny; the property tests
 hold the compiled policy to it for every operator.
 """

@@ -23,8 +23,11 @@ class Decision(StrEnum):
 DECISION_CODES: frozenset[str] = frozenset(code.value for code in Decision)
 
 # Limits of one batch posted to POST /v1/plans/{id}/events: the server refuses more, the
-# guard's reporter never sends more.
+# guard's reporter never sends more. The batch's shape is guard.events; the OpenAPI schema
+# of the endpoint reads these same names.
 MAX_EVENTS_PER_BATCH = 500
 MAX_DISPLAY_UPDATES_PER_BATCH = 50
 MAX_EVENT_TOOL_LENGTH = 200
 MAX_EVENT_REASON_LENGTH = 500
+# An ACP message shown to the user, as compact JSON in UTF-8.
+MAX_DISPLAY_UPDATE_BYTES = 64 * 1024

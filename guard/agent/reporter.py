@@ -3,9 +3,10 @@
 `record` is called on the tool call's thread and only appends a tuple to a bounded queue:
 no hashing, no serialisation, no network, no lock on the common path. The reporter thread
 formats each event (the RFC 8785 digest of the arguments included), groups them by plan and
-posts ``POST /v1/plans/{id}/events``. When the queue is full, or a batch cannot be
-delivered (control plane unreachable, refused), the events are dropped and counted: the
-log must never slow down or stop an agent.
+posts ``POST /v1/plans/{id}/events``, built with guard.events, whose validator the control
+plane applies. When the queue is full, or a batch cannot be delivered (control plane
+unreachable, refused), the events are dropped and counted: the log must never slow down or
+stop an agent.
 """
 
 from __future__ import annotations
@@ -16,16 +17,11 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from guard.canonical import canonical_json
-from guard.decisions import (
-    MAX_DISPLAY_UPDATES_PER_BATCH,
-    MAX_EVENT_REASON_LENGTH,
-    MAX_EVENT_TOOL_LENGTH,
-    MAX_EVENTS_PER_BATCH,
-)
+from guard.decisions import MAX_DISPLAY_UPDATES_PER_BATCH, MAX_EVENTS_PER_BATCH
+from guard.events import display_update_json, event_batch_json, guard_event_json
 
 __all__ = ["DecisionReporter", "ReporterStats", "args_digest"]
 
@@ -49,15 +45,6 @@ def args_digest(args: object) -> str | None:
     they are not JSON (canonical JSON refuses them, so no digest can stand for them)."""
     canonical = canonical_args(args)
     return None if canonical is None else hashlib.sha256(canonical).hexdigest()
-
-
-def _timestamp(at: float) -> str:
-    return datetime.fromtimestamp(at, tz=UTC).isoformat(timespec="microseconds")[:-6] + "Z"
-
-
-def _tool_text(tool: object) -> str:
-    text = tool if isinstance(tool, str) else repr(tool)
-    return (text or "(empty)")[:MAX_EVENT_TOOL_LENGTH]
 
 
 @dataclass(frozen=True)
@@ -189,16 +176,17 @@ class DecisionReporter:
                 self._idle.notify_all()
 
     def _send(self, items: list[tuple[Any, ...]]) -> None:
-        batches: dict[str, dict[str, list[Any]]] = {}
+        # plan id -> (events, display updates), in the order they were recorded
+        batches: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
         for item in items:
-            batch = batches.setdefault(item[1], {"events": [], "displayUpdates": []})
+            events, displays = batches.setdefault(item[1], ([], []))
             if item[0] == _EVENT:
-                batch["events"].append(self._event(item))
+                events.append(self._event(item))
             else:
-                batch["displayUpdates"].append({"at": _timestamp(item[2]), "message": item[3]})
-        for plan_id, batch in batches.items():
-            body = {key: value for key, value in batch.items() if value}
-            count = len(batch["events"]) + len(batch["displayUpdates"])
+                displays.append(display_update_json(at=item[2], message=item[3]))
+        for plan_id, (events, displays) in batches.items():
+            body = event_batch_json(events=events, display_updates=displays)
+            count = len(events) + len(displays)
             try:
                 self._post(plan_id, body)
             except Exception as error:
@@ -215,17 +203,15 @@ class DecisionReporter:
     @staticmethod
     def _event(item: tuple[Any, ...]) -> dict[str, Any]:
         _, _, at, tool, code, step, reason, args, include_args = item
-        event: dict[str, Any] = {"at": _timestamp(at), "tool": _tool_text(tool), "decision": code}
-        if step is not None:
-            event["step"] = step
-        if reason:
-            event["reason"] = reason[:MAX_EVENT_REASON_LENGTH]
-        digest = args_digest(args)
-        if digest is not None:
-            event["argsDigest"] = digest
-            if include_args and isinstance(args, dict):
-                event["args"] = args
-        return event
+        return guard_event_json(
+            at=at,
+            tool=tool,
+            decision=code,
+            step=step,
+            reason=reason,
+            args_digest=args_digest(args),
+            args=args if include_args and isinstance(args, dict) else None,
+        )
 
     # --- control ----------------------------------------------------------------------
 

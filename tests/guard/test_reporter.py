@@ -7,13 +7,21 @@ import hashlib
 import threading
 from typing import Any
 
+import pytest
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guard.agent.http import ControlPlaneClient, ControlPlaneError
 from guard.agent.reporter import DecisionReporter, args_digest, canonical_args
-from guard.decisions import Decision
+from guard.decisions import (
+    MAX_EVENT_REASON_LENGTH,
+    MAX_EVENT_TOOL_LENGTH,
+    MAX_EVENTS_PER_BATCH,
+    Decision,
+)
+from guard.errors import DocumentInvalid
+from guard.events import validate_event_batch
 from plans.models import PlanDisplayUpdate, PlanEvent
 from tests.conftest import plan_document
 
@@ -259,3 +267,76 @@ def test_the_agent_may_attach_its_own_acp_updates(live_guard):
     assert list(
         PlanDisplayUpdate.objects.filter(plan_id=declared.plan_id).values_list("message", flat=True)
     ) == [markdown]
+
+
+def test_the_server_refuses_the_step_of_another_plan_with_the_shared_validator():
+    event = {"at": "2026-01-01T00:00:00Z", "tool": "t", "decision": "allowed", "step": 2}
+
+    assert validate_event_batch({"events": [event]}).events[0].step == 2
+    with pytest.raises(DocumentInvalid) as refused:
+        validate_event_batch({"events": [event]}, steps=2)
+
+    assert [error.path for error in refused.value.errors] == ["events[0].step"]
+
+
+# The reporter's side of the shape and the server's side are one declaration (guard.events):
+# whatever the agent passes in, every batch the reporter posts passes the server's validator.
+recorded_calls = st.lists(
+    st.tuples(
+        st.one_of(awkward_text, st.text(min_size=190, max_size=260), argument_values),
+        st.sampled_from(list(Decision)),
+        st.integers(min_value=0, max_value=len(PLAN["steps"]) - 1),
+        st.one_of(awkward_text, st.text(min_size=490, max_size=600)),
+        argument_values,
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@given(calls=recorded_calls, displays=st.integers(min_value=0, max_value=60))
+def test_every_batch_the_reporter_posts_passes_the_servers_validator(calls, displays):
+    batches: list[tuple[str, dict]] = []
+    reporter = DecisionReporter(
+        lambda plan_id, batch: batches.append((plan_id, batch)), batch_size=7, interval=60
+    )
+    for tool, decision, step, reason, args, include_args in calls:
+        # A decision that names no step (not_in_plan, no_plan, ...) reports none.
+        named = step if decision in {Decision.ALLOWED, Decision.POLICY_DENIED} else None
+        reporter.record(
+            "p", 1_800_000_000.25, tool, decision.value, named, reason, args, include_args
+        )
+    for n in range(displays):
+        reporter.display("p", 1_800_000_000.0, {"sessionId": "s", "update": {"n": n}})
+    assert reporter.flush()
+    reporter.close()
+
+    validated = [validate_event_batch(batch, steps=len(PLAN["steps"])) for _, batch in batches]
+
+    assert sum(len(batch.events) for batch in validated) == len(calls)
+    assert sum(len(batch.display_updates) for batch in validated) == displays
+    assert all(
+        len(event.tool) <= MAX_EVENT_TOOL_LENGTH and len(event.reason) <= MAX_EVENT_REASON_LENGTH
+        for batch in validated
+        for event in batch.events
+    )
+    assert [event.decision for batch in validated for event in batch.events] == [
+        call[1] for call in calls
+    ]
+
+
+def test_a_full_batch_of_the_reporter_is_within_the_servers_limit():
+    batches: list[dict] = []
+    reporter = DecisionReporter(
+        lambda plan_id, batch: batches.append(batch), batch_size=MAX_EVENTS_PER_BATCH, interval=60
+    )
+    for _ in range(MAX_EVENTS_PER_BATCH + 1):
+        reporter.record("p", 0.0, "t", "not_in_plan", None, "", {}, False)
+    assert reporter.flush()
+    reporter.close()
+
+    assert [len(validate_event_batch(batch).events) for batch in batches] == [
+        MAX_EVENTS_PER_BATCH,
+        1,
+    ]

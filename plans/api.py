@@ -7,6 +7,7 @@ import json
 
 from django.conf import settings
 from django.http import HttpResponse
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiResponse,
@@ -20,7 +21,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.problems import DomainError
+from guard.decisions import (
+    MAX_DISPLAY_UPDATES_PER_BATCH,
+    MAX_EVENT_REASON_LENGTH,
+    MAX_EVENT_TOOL_LENGTH,
+    MAX_EVENTS_PER_BATCH,
+    Decision,
+)
 from guard.errors import FieldError
+from guard.events import EVENT_BATCH_KEYS
 from guard.plan import plan_json_schema
 from members.models import Agent
 from members.services import agent_require_active, api_key_touch
@@ -60,6 +69,50 @@ def _openapi_30(schema: object) -> object:
 @extend_schema_field(_openapi_30(plan_json_schema()))
 class PlanDocumentField(serializers.JSONField):
     """The plan document; the server validates it with guard.plan.validate_plan."""
+
+
+class TtlField(serializers.IntegerField):
+    """A token's lifetime in seconds; plans.services.token_ttl_resolve checks it. Its bounds
+    are settings, so the schema reads them when it is generated (TtlFieldSchema), not when
+    this module is imported."""
+
+
+class TtlFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = TtlField
+
+    def map_serializer_field(self, auto_schema, direction) -> dict:
+        return {
+            "type": "integer",
+            "minimum": settings.PLANGATE_TOKEN_MIN_TTL,
+            "maximum": settings.PLANGATE_TOKEN_MAX_TTL,
+            "description": "seconds; PLANGATE_TOKEN_TTL when left out",
+        }
+
+
+# The event batch, for the schema only: guard.events validates it, with the same limits.
+# Field names are the wire's (camelCase).
+class GuardDecisionSerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    tool = serializers.CharField(max_length=MAX_EVENT_TOOL_LENGTH)
+    decision = serializers.ChoiceField(choices=[code.value for code in Decision])
+    step = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    reason = serializers.CharField(required=False, max_length=MAX_EVENT_REASON_LENGTH)
+    argsDigest = serializers.CharField(required=False)
+    args = serializers.DictField(required=False)
+
+
+class DisplayUpdateSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(required=False)
+    message = serializers.DictField()
+
+
+class EventBatchSerializer(serializers.Serializer):
+    events = serializers.ListField(
+        child=GuardDecisionSerializer(), required=False, max_length=MAX_EVENTS_PER_BATCH
+    )
+    displayUpdates = serializers.ListField(
+        child=DisplayUpdateSerializer(), required=False, max_length=MAX_DISPLAY_UPDATES_PER_BATCH
+    )
 
 
 def parse_body(request: Request, *, required: set[str], optional: set[str]) -> dict:
@@ -156,7 +209,7 @@ class PlanCreateView(AgentAPIView):
             "PlanDeclaration",
             {
                 "plan": PlanDocumentField(help_text="the plan document, version 1"),
-                "ttl": serializers.IntegerField(required=False, min_value=60, max_value=3600),
+                "ttl": TtlField(required=False),
             },
         ),
         examples=[
@@ -207,7 +260,7 @@ class PlanRefreshView(AgentAPIView):
             "PlanRefresh",
             {
                 "token": serializers.CharField(help_text="the plan's last token, may be expired"),
-                "ttl": serializers.IntegerField(required=False, min_value=60, max_value=3600),
+                "ttl": TtlField(required=False),
             },
         ),
         responses={
@@ -322,38 +375,7 @@ class PlanEventsView(AgentAPIView):
     @extend_schema(
         operation_id="plans_events",
         summary="Report a batch of guard decisions and the ACP plan updates shown to the user",
-        request=inline_serializer(
-            "EventBatch",
-            {
-                "events": serializers.ListField(
-                    child=inline_serializer(
-                        "GuardDecision",
-                        {
-                            "at": serializers.DateTimeField(),
-                            "tool": serializers.CharField(max_length=200),
-                            "decision": serializers.CharField(),
-                            "step": serializers.IntegerField(required=False, allow_null=True),
-                            "reason": serializers.CharField(required=False),
-                            "argsDigest": serializers.CharField(required=False),
-                            "args": serializers.DictField(required=False),
-                        },
-                    ),
-                    required=False,
-                    max_length=500,
-                ),
-                "displayUpdates": serializers.ListField(
-                    child=inline_serializer(
-                        "DisplayUpdate",
-                        {
-                            "at": serializers.DateTimeField(required=False),
-                            "message": serializers.DictField(),
-                        },
-                    ),
-                    required=False,
-                    max_length=50,
-                ),
-            },
-        ),
+        request=EventBatchSerializer,
         responses={
             202: inline_serializer(
                 "EventBatchAccepted",
@@ -371,7 +393,7 @@ class PlanEventsView(AgentAPIView):
         },
     )
     def post(self, request: Request, plan_id: str) -> Response:
-        data = parse_body(request, required=set(), optional={"events", "displayUpdates"})
+        data = parse_body(request, required=set(), optional=EVENT_BATCH_KEYS)
         recorded = plan_events_record(agent=request.user, plan_id=plan_id, batch=data)
         return Response(
             {

@@ -6,7 +6,6 @@ so a refused request leaves the database as it was.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -17,18 +16,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from controlplane.problems import DomainError
-from guard.decisions import (
-    DECISION_CODES,
-    MAX_DISPLAY_UPDATES_PER_BATCH,
-    MAX_EVENT_REASON_LENGTH,
-    MAX_EVENT_TOOL_LENGTH,
-    MAX_EVENTS_PER_BATCH,
-    Decision,
-)
+from guard.claims import IntentClaims
 from guard.errors import DocumentInvalid, FieldError, TokenInvalid
+from guard.events import validate_event_batch
 from guard.plan import plan_hash, validate_plan
-from guard.policy import evaluate_plan
-from guard.tokens import IntentClaims, KeySet, public_jwk, unverified_header, verify_intent_token
+from guard.policy_evaluation import evaluate_plan
+from guard.tokens import KeySet, public_jwk, unverified_header, verify_intent_token
 from members.models import Agent, Member
 from members.services import agent_require_active
 from policies.models import PolicyVersion
@@ -349,118 +342,6 @@ def plans_expire(*, now: datetime | None = None) -> int:
     ).update(status=Plan.Status.EXPIRED)
 
 
-MAX_DISPLAY_UPDATE_BYTES = 64 * 1024
-_EVENT_KEYS = {"at", "tool", "decision", "step", "reason", "argsDigest", "args"}
-_DIGEST = re.compile(r"^[0-9a-f]{64}$")
-
-
-def _parse_time(value: object, path: str, errors: list[FieldError]) -> datetime | None:
-    if not isinstance(value, str) or len(value) > 40:
-        errors.append(FieldError(path, "expected an RFC 3339 date-time string"))
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        errors.append(FieldError(path, "expected an RFC 3339 date-time string"))
-        return None
-    if parsed.tzinfo is None:
-        errors.append(FieldError(path, "the date-time needs a time zone (e.g. Z)"))
-        return None
-    return parsed
-
-
-def _validate_event(event: object, path: str, steps: int, errors: list[FieldError]) -> dict | None:
-    if not isinstance(event, dict):
-        errors.append(FieldError(path, "expected an object"))
-        return None
-    before = len(errors)
-    errors.extend(
-        FieldError(f"{path}.{key}", "unknown field") for key in event.keys() - _EVENT_KEYS
-    )
-    errors.extend(
-        FieldError(f"{path}.{key}", "this field is required")
-        for key in ("at", "tool", "decision")
-        if key not in event
-    )
-    occurred_at = _parse_time(event.get("at"), f"{path}.at", errors) if "at" in event else None
-    tool = event.get("tool")
-    if "tool" in event and not (isinstance(tool, str) and 1 <= len(tool) <= MAX_EVENT_TOOL_LENGTH):
-        errors.append(
-            FieldError(
-                f"{path}.tool", f"expected a tool name of 1 to {MAX_EVENT_TOOL_LENGTH} characters"
-            )
-        )
-    decision = event.get("decision")
-    if "decision" in event and decision not in DECISION_CODES:
-        errors.append(
-            FieldError(f"{path}.decision", f"expected one of {', '.join(sorted(DECISION_CODES))}")
-        )
-    step = event.get("step")
-    if step is not None and (
-        isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < steps
-    ):
-        errors.append(FieldError(f"{path}.step", f"expected a step index from 0 to {steps - 1}"))
-    if decision == Decision.ALLOWED and step is None:
-        errors.append(
-            FieldError(f"{path}.step", "an allowed call names the step it counts against")
-        )
-    reason = event.get("reason", "")
-    if not isinstance(reason, str) or len(reason) > MAX_EVENT_REASON_LENGTH:
-        errors.append(
-            FieldError(
-                f"{path}.reason",
-                f"expected a string of at most {MAX_EVENT_REASON_LENGTH} characters",
-            )
-        )
-    digest = event.get("argsDigest", "")
-    if not isinstance(digest, str) or (digest and not _DIGEST.match(digest)):
-        errors.append(FieldError(f"{path}.argsDigest", "expected a lowercase hex SHA-256"))
-    if "args" in event and not isinstance(event["args"], dict):
-        errors.append(FieldError(f"{path}.args", "expected an object"))
-    if len(errors) > before:
-        return None
-    return {
-        "occurred_at": occurred_at,
-        "tool": tool,
-        "decision": decision,
-        "step": step,
-        "reason": reason,
-        "args_digest": digest,
-        "args": event.get("args"),
-    }
-
-
-def _validate_display_update(update: object, path: str, errors: list[FieldError]) -> dict | None:
-    if not isinstance(update, dict):
-        errors.append(FieldError(path, "expected an object"))
-        return None
-    before = len(errors)
-    errors.extend(
-        FieldError(f"{path}.{key}", "unknown field") for key in update.keys() - {"at", "message"}
-    )
-    occurred_at = _parse_time(update["at"], f"{path}.at", errors) if "at" in update else None
-    message = update.get("message")
-    if not isinstance(message, dict):
-        errors.append(FieldError(f"{path}.message", "expected the ACP message as an object"))
-    elif len(json.dumps(message, separators=(",", ":")).encode()) > MAX_DISPLAY_UPDATE_BYTES:
-        errors.append(FieldError(f"{path}.message", "larger than 64 KiB"))
-    if len(errors) > before:
-        return None
-    return {"occurred_at": occurred_at, "message": message}
-
-
-def _validate_list(value: object, path: str, limit: int, errors: list[FieldError]) -> list:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        errors.append(FieldError(path, "expected an array"))
-        return []
-    if len(value) > limit:
-        errors.append(FieldError(path, f"at most {limit} items per batch"))
-        return []
-    return value
-
-
 @dataclass(frozen=True)
 class RecordedEvents:
     events: int
@@ -468,43 +349,39 @@ class RecordedEvents:
     arguments_stored: bool
 
 
-def plan_events_record(*, agent: Agent, plan_id: str, batch: dict) -> RecordedEvents:
+def plan_events_record(*, agent: Agent, plan_id: str, batch: object) -> RecordedEvents:
     """Store a batch of guard decisions and ACP plan updates for the agent's own plan.
 
-    The batch is validated whole before anything is written. Call arguments are kept only
-    when the team asks for them; otherwise only their digest is.
+    The batch (the request body) is validated whole, by the guard's own declaration of it
+    (guard.events), before anything is written. Call arguments are kept only when the team
+    asks for them; otherwise only their digest is.
     """
     plan = plan_get_for_agent(agent=agent, plan_id=plan_id)
-    errors: list[FieldError] = []
-    steps = len(plan.document["steps"])
-    raw_events = _validate_list(batch.get("events"), "events", MAX_EVENTS_PER_BATCH, errors)
-    raw_updates = _validate_list(
-        batch.get("displayUpdates"), "displayUpdates", MAX_DISPLAY_UPDATES_PER_BATCH, errors
-    )
-    events = [
-        _validate_event(event, f"events[{index}]", steps, errors)
-        for index, event in enumerate(raw_events)
-    ]
-    updates = [
-        _validate_display_update(update, f"displayUpdates[{index}]", errors)
-        for index, update in enumerate(raw_updates)
-    ]
-    if not errors and not events and not updates:
-        errors.append(FieldError("events", "the batch is empty"))
-    if errors:
-        raise DomainError("invalid_events", "The batch is not valid.", errors=errors)
+    try:
+        valid = validate_event_batch(batch, steps=len(plan.document["steps"]))
+    except DocumentInvalid as exc:
+        raise DomainError("invalid_events", "The batch is not valid.", errors=exc.errors) from exc
     keep_arguments = plan.team.log_call_arguments
     with transaction.atomic():
         PlanEvent.objects.bulk_create(
             PlanEvent(
                 plan=plan,
-                **{**event, "args": event["args"] if keep_arguments else None},
+                occurred_at=event.occurred_at,
+                tool=event.tool,
+                decision=event.decision.value,
+                step=event.step,
+                reason=event.reason,
+                args_digest=event.args_digest,
+                args=event.args if keep_arguments else None,
             )
-            for event in events
+            for event in valid.events
         )
         PlanDisplayUpdate.objects.bulk_create(
-            PlanDisplayUpdate(plan=plan, **update) for update in updates
+            PlanDisplayUpdate(plan=plan, occurred_at=update.occurred_at, message=update.message)
+            for update in valid.display_updates
         )
     return RecordedEvents(
-        events=len(events), display_updates=len(updates), arguments_stored=keep_arguments
+        events=len(valid.events),
+        display_updates=len(valid.display_updates),
+        arguments_stored=keep_arguments,
     )

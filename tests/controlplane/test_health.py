@@ -6,6 +6,13 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
+from guard.decisions import (
+    MAX_DISPLAY_UPDATES_PER_BATCH,
+    MAX_EVENT_REASON_LENGTH,
+    MAX_EVENT_TOOL_LENGTH,
+    MAX_EVENTS_PER_BATCH,
+    Decision,
+)
 from plans.keys import clear_private_key_cache, signing_keys_bootstrap
 from plans.models import SigningKey
 from tests.plans.keys_helpers import kid_in
@@ -67,6 +74,33 @@ def test_openapi_schema_describes_the_plan_endpoints(client):
     schema = response.json()
     assert {"/v1/plans", "/v1/plans/{plan_id}/refresh", "/v1/keys/jwks"} <= set(schema["paths"])
     assert client.get("/v1/docs").status_code == 200
+
+
+def openapi(client) -> dict:
+    response = client.get("/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_the_event_batchs_limits_in_the_schema_are_the_guards(client):
+    schemas = openapi(client)["components"]["schemas"]
+
+    batch = schemas["EventBatchRequest"]["properties"]
+    event = schemas["GuardDecisionRequest"]["properties"]
+    assert batch["events"]["maxItems"] == MAX_EVENTS_PER_BATCH
+    assert batch["displayUpdates"]["maxItems"] == MAX_DISPLAY_UPDATES_PER_BATCH
+    assert event["tool"]["maxLength"] == MAX_EVENT_TOOL_LENGTH
+    assert event["reason"]["maxLength"] == MAX_EVENT_REASON_LENGTH
+    assert set(schemas["DecisionEnum"]["enum"]) == {code.value for code in Decision}
+
+
+@override_settings(PLANGATE_TOKEN_MIN_TTL=30, PLANGATE_TOKEN_MAX_TTL=7200)
+def test_the_ttl_bounds_in_the_schema_are_the_settings_when_it_is_generated(client):
+    schemas = openapi(client)["components"]["schemas"]
+
+    for body in ("PlanDeclarationRequest", "PlanRefreshRequest"):
+        ttl = schemas[body]["properties"]["ttl"]
+        assert (ttl["minimum"], ttl["maximum"]) == (30, 7200), body
 
 
 def test_unknown_api_path_is_problem_json(client):

@@ -6,6 +6,9 @@ import hashlib
 
 import pytest
 
+from guard.decisions import MAX_EVENTS_PER_BATCH
+from guard.errors import DocumentInvalid
+from guard.events import validate_event_batch
 from plans.models import PlanDisplayUpdate, PlanEvent
 from tests.conftest import plan_document
 
@@ -94,7 +97,7 @@ def test_arguments_are_kept_only_when_the_team_asks(agent, team):
         ({"events": [allowed(at="2026-11-30T09:00:00")]}, "events[0].at"),
         ({"events": [allowed(argsDigest="abc")]}, "events[0].argsDigest"),
         ({"events": [allowed(), allowed(extra=True)]}, "events[1].extra"),
-        ({"events": [allowed()] * 501}, "events"),
+        ({"events": [allowed()] * (MAX_EVENTS_PER_BATCH + 1)}, "events"),
         ({"displayUpdates": [{"message": "plan"}]}, "displayUpdates[0].message"),
     ],
 )
@@ -109,6 +112,25 @@ def test_a_bad_batch_is_refused_whole_and_names_the_path(agent, body, path):
     )
     assert path in [error["path"] for error in problem["errors"]]
     assert counts() == before
+
+
+def test_the_refusal_lists_exactly_the_guards_own_validation_errors(agent):
+    plan = declare(agent)
+    body = {
+        "events": [allowed(step=5, tool=""), {"at": AT}],
+        "displayUpdates": [{"message": [], "x": 1}],
+    }
+    with pytest.raises(DocumentInvalid) as expected:
+        validate_event_batch(body, steps=len(plan_document()["steps"]))
+
+    response = post_events(agent, plan["id"], body)
+
+    problem = assert_problem(response, 400, "invalid_events")
+    assert problem["errors"] == [
+        {"path": error.path, "detail": error.detail} for error in expected.value.errors
+    ]
+    assert len(problem["errors"]) >= 5
+    assert counts() == (0, 0)
 
 
 def test_another_agents_plan_is_not_found(agent, other_agent):

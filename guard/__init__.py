@@ -25,14 +25,8 @@ from guard.plan import (
     plan_json_schema,
     validate_plan,
 )
-from guard.policy import (
-    CompiledPolicy,
-    PolicyDecision,
-    StepDenial,
-    evaluate_plan,
-    policy_hash,
-    validate_policy,
-)
+from guard.policy import policy_hash, validate_policy
+from guard.policy_evaluation import CompiledPolicy, PolicyDecision, StepDenial, evaluate_plan
 from guard.tokens import (
     KeySet,
     jwk_thumbprint,

@@ -1,5 +1,5 @@
-"""The intent token, once: its claims, and the verification of a compact JWS signed with
-Ed25519 (RFC 8037).
+"""Verifying an intent token: a compact JWS signed with Ed25519 (RFC 8037), and the JWKS
+keys that verify it. Its claims are typed in guard.claims.
 
 The control plane signs `IntentClaims.to_payload()` and verifies a refresh token with
 `verify_intent_token`, as the agent-side guard verifies every token it receives. One JOSE
@@ -18,10 +18,8 @@ import base64
 import binascii
 import hashlib
 import json
-import math
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 import jwt
@@ -29,11 +27,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from guard.canonical import canonical_json
+from guard.claims import IntentClaims, integer_claim, numeric_claim
 from guard.errors import TokenInvalid
 
 __all__ = [
     "ACCEPTED_ALGORITHMS",
-    "IntentClaims",
     "KeySet",
     "jwk_thumbprint",
     "public_jwk",
@@ -81,118 +79,6 @@ def _ed25519_jws() -> jwt.PyJWS:
 
 
 _JWS: Final = _ed25519_jws()
-
-
-# --- the claims ----------------------------------------------------------------------------
-
-
-def _claim(payload: Mapping[str, Any], name: str) -> Any:
-    if name not in payload:
-        raise TokenInvalid(f"claim {name} is missing")
-    return payload[name]
-
-
-def _string_claim(payload: Mapping[str, Any], name: str) -> str:
-    value = _claim(payload, name)
-    if not isinstance(value, str):
-        raise TokenInvalid(f"claim {name} is not a string")
-    return value
-
-
-def _integer_claim(payload: Mapping[str, Any], name: str) -> int:
-    value = _claim(payload, name)
-    # The control plane writes whole seconds and version numbers; a bool is an int to Python,
-    # and json.loads turns 1e400 into a float (inf).
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TokenInvalid(f"claim {name} is not an integer")
-    return value
-
-
-def _object_claim(payload: Mapping[str, Any], name: str) -> dict[str, Any]:
-    value = _claim(payload, name)
-    if not isinstance(value, dict):
-        raise TokenInvalid(f"claim {name} is not an object")
-    return value
-
-
-def _role_claim(payload: Mapping[str, Any]) -> str | None:
-    value = _claim(payload, "role")
-    if value is not None and not isinstance(value, str):
-        raise TokenInvalid("claim role is not a string or null")
-    return value
-
-
-def _groups_claim(payload: Mapping[str, Any]) -> tuple[str, ...]:
-    value = _claim(payload, "groups")
-    if not isinstance(value, list) or not all(isinstance(group, str) for group in value):
-        raise TokenInvalid("claim groups is not a list of strings")
-    return tuple(value)
-
-
-@dataclass(frozen=True, slots=True)
-class IntentClaims:
-    """The claims of an intent token (DESIGN.md, "The intent token").
-
-    The control plane signs `to_payload()`; both sides read a verified payload back with
-    `from_payload`, which checks that every claim is present and of its type. What the
-    values mean (a valid plan whose hash is `ph`, a valid policy) is checked where plans and
-    policies are defined: `guard.plan`, `guard.policy`.
-    """
-
-    iss: str  # the control plane's issuer URL
-    sub: str  # the member's email
-    jti: str  # the plan id, the same across refreshes
-    iat: int
-    exp: int
-    ph: str  # the plan hash
-    plan: dict[str, Any]  # the plan, defaults filled in
-    agent: str  # the id of the agent whose API key asked
-    pol: dict[str, Any]  # the agent's active policy document at signing time
-    polv: int  # its version number
-    polh: str  # its hash
-    role: str | None  # the member's role at signing time
-    groups: tuple[str, ...]  # the member's group names at signing time, sorted
-
-    def to_payload(self) -> dict[str, Any]:
-        """The JSON object the control plane signs."""
-        return {
-            "iss": self.iss,
-            "sub": self.sub,
-            "jti": self.jti,
-            "iat": self.iat,
-            "exp": self.exp,
-            "ph": self.ph,
-            "plan": self.plan,
-            "agent": self.agent,
-            "pol": self.pol,
-            "polv": self.polv,
-            "polh": self.polh,
-            "role": self.role,
-            "groups": list(self.groups),
-        }
-
-    @classmethod
-    def from_payload(cls, payload: Mapping[str, Any]) -> IntentClaims:
-        """The claims of a payload; TokenInvalid names the first missing or mistyped claim.
-
-        Other members (a registered `nbf`, say) are ignored. Checks types, not signatures:
-        give it only a payload whose signature verified.
-        """
-        return cls(
-            iss=_string_claim(payload, "iss"),
-            sub=_string_claim(payload, "sub"),
-            jti=_string_claim(payload, "jti"),
-            iat=_integer_claim(payload, "iat"),
-            exp=_integer_claim(payload, "exp"),
-            ph=_string_claim(payload, "ph"),
-            plan=_object_claim(payload, "plan"),
-            agent=_string_claim(payload, "agent"),
-            pol=_object_claim(payload, "pol"),
-            polv=_integer_claim(payload, "polv"),
-            polh=_string_claim(payload, "polh"),
-            role=_role_claim(payload),
-            groups=_groups_claim(payload),
-        )
 
 
 # --- parsing and keys ----------------------------------------------------------------------
@@ -403,17 +289,6 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:40] + "..."
 
 
-def _numeric_claim(claims: Mapping[str, Any], name: str) -> float:
-    value = _claim(claims, name)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TokenInvalid(f"claim {name} is not a number")
-    # json.loads turns 1e400 into inf; math.isfinite would overflow on a huge int, which
-    # compares fine as it is.
-    if isinstance(value, float) and not math.isfinite(value):
-        raise TokenInvalid(f"claim {name} is not a finite number")
-    return value
-
-
 def _verified_payload(token: str, keys: KeySet) -> dict[str, Any]:
     """The payload of a token whose header is acceptable and whose signature verifies."""
     header_segment, payload_segment, signature_segment = _split(token)
@@ -469,13 +344,13 @@ def _verify(
     if payload.get("iss") != issuer:
         raise TokenInvalid("wrong issuer")
     current = time.time() if now is None else now
-    expires_at = _integer_claim(payload, "exp")
-    issued_at = _integer_claim(payload, "iat")
+    expires_at = integer_claim(payload, "exp")
+    issued_at = integer_claim(payload, "iat")
     if require_unexpired and current - leeway >= expires_at:
         raise TokenInvalid("token expired")
     if issued_at > current + leeway:
         raise TokenInvalid("token issued in the future")
-    if "nbf" in payload and _numeric_claim(payload, "nbf") > current + leeway:
+    if "nbf" in payload and numeric_claim(payload, "nbf") > current + leeway:
         raise TokenInvalid("token not yet valid")
     return payload, IntentClaims.from_payload(payload)
 

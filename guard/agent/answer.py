@@ -9,9 +9,11 @@ from typing import Any, Final
 from guard.agent.errors import CONTROL_PLANE_UNAVAILABLE, PLAN_SWAPPED, TOKEN_INVALID, GuardError
 from guard.agent.http import ControlPlaneError, ControlPlaneUnavailable, JwksCache
 from guard.canonical import canonical_json
+from guard.claims import IntentClaims
 from guard.errors import DocumentInvalid, TokenInvalid
-from guard.policy import CompiledPolicy, validate_policy
-from guard.tokens import unverified_header, verify_token
+from guard.policy import validate_policy
+from guard.policy_evaluation import CompiledPolicy
+from guard.tokens import unverified_header, verify_intent_token
 
 __all__ = ["MAX_REFRESH_MARGIN", "AnswerVerifier", "VerifiedToken"]
 
@@ -19,9 +21,9 @@ MAX_REFRESH_MARGIN: Final = 120.0
 
 
 class VerifiedToken:
-    """A verified token. `withdrawn` says why it can no longer be trusted (its signing key
-    left the JWKS); `refresh_at` is then moved to -inf so that the one comparison on a
-    call's path notices."""
+    """A verified token and its typed claims. `withdrawn` says why it can no longer be
+    trusted (its signing key left the JWKS); `refresh_at` is then moved to -inf so that the
+    one comparison on a call's path notices."""
 
     __slots__ = (
         "claims",
@@ -37,7 +39,7 @@ class VerifiedToken:
     def __init__(
         self,
         token: str,
-        claims: dict[str, Any],
+        claims: IntentClaims,
         policy: CompiledPolicy,
         expires_at: float,
         refresh_at: float,
@@ -46,7 +48,7 @@ class VerifiedToken:
         self.token = token
         self.claims = claims
         self.policy = policy
-        self.policy_version = claims.get("polv")
+        self.policy_version = claims.polv
         self.expires_at = expires_at
         self.refresh_at = refresh_at
         self.kid = kid
@@ -92,7 +94,8 @@ class AnswerVerifier:
         try:
             kid = unverified_header(token).get("kid")
             keys = self._jwks.keys_for(kid)
-            claims = verify_token(
+            # Every claim is present and of its type from here on (IntentClaims.from_payload).
+            claims = verify_intent_token(
                 token, keys, issuer=self._issuer, now=self._clock(), leeway=self._clock_skew
             )
         except TokenInvalid as error:
@@ -101,32 +104,29 @@ class AnswerVerifier:
             raise GuardError(
                 CONTROL_PLANE_UNAVAILABLE, f"the signing keys could not be fetched: {error}"
             ) from error
-        if claims["ph"] != document_hash or body.get("planHash") != document_hash:
+        if claims.ph != document_hash or body.get("planHash") != document_hash:
             raise GuardError(PLAN_SWAPPED, "the token's plan hash is not the hash of the plan sent")
         try:
-            same_plan = canonical_json(claims["plan"]) == canonical_json(document)
+            same_plan = canonical_json(claims.plan) == canonical_json(document)
         except Exception:
             same_plan = False
         if not same_plan:
             raise GuardError(PLAN_SWAPPED, "the token carries another plan than the one sent")
-        if claims["jti"] != plan_id or (expected_id is not None and plan_id != expected_id):
+        if claims.jti != plan_id or (expected_id is not None and plan_id != expected_id):
             raise GuardError(PLAN_SWAPPED, "the token is for another plan")
         user = document["user"].strip().casefold()
-        if claims["sub"].casefold() != user:
+        if claims.sub.casefold() != user:
             raise GuardError(PLAN_SWAPPED, "the token acts for another person than the plan")
-        role, groups = claims.get("role"), claims.get("groups", [])
-        if not (role is None or isinstance(role, str)) or not (
-            isinstance(groups, list) and all(isinstance(group, str) for group in groups)
-        ):
-            raise GuardError(TOKEN_INVALID, "the token's role or groups are malformed")
         try:
-            policy = CompiledPolicy(validate_policy(claims.get("pol")), role=role, groups=groups)
+            policy = CompiledPolicy(
+                validate_policy(claims.pol), role=claims.role, groups=claims.groups
+            )
         except DocumentInvalid as error:
             raise GuardError(
                 TOKEN_INVALID, f"the token's policy snapshot is invalid: {error}"
             ) from error
-        expires_at = float(claims["exp"])
-        lifetime = max(0.0, expires_at - float(claims["iat"]))
+        expires_at = float(claims.exp)  # the session's clock and deadlines are floats
+        lifetime = max(0.0, expires_at - claims.iat)
         margin = (
             self._refresh_margin
             if self._refresh_margin is not None

@@ -98,9 +98,28 @@ def other_issuer(claims, body):
     claims["iss"] = "https://evil.example"
 
 
+def mistyped_role(claims, body):
+    claims["role"] = ["admin"]
+
+
+def mistyped_groups(claims, body):
+    claims["groups"] = ["ops", 7]
+
+
+def policy_version_as_text(claims, body):
+    claims["polv"] = "3"
+
+
 @pytest.mark.parametrize(
     ("edit", "reason"),
-    [(expired, "token expired"), (other_issuer, "wrong issuer")],
+    [
+        (expired, "token expired"),
+        (other_issuer, "wrong issuer"),
+        # The claims' types are checked once, by IntentClaims, for the server and the guard.
+        (mistyped_role, "claim role is not a string or null"),
+        (mistyped_groups, "claim groups is not a list of strings"),
+        (policy_version_as_text, "claim polv is not an integer"),
+    ],
 )
 def test_a_token_failing_verification_is_refused(make_guard, switchboard, edit, reason):
     switchboard.rewrite = reissuing(TestSigner(), edit)

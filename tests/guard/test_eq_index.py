@@ -11,7 +11,8 @@ from guard.constraints import compile_args
 from guard.deny import compile_deny_args
 from guard.eq_index import EqIndex
 from guard.plan import CompiledPlan, validate_plan
-from guard.policy import CompiledPolicy, PolicyDecision, validate_policy
+from guard.policy import validate_policy
+from guard.policy_evaluation import CompiledPolicy, PolicyDecision
 
 # Values chosen to collide in every way JSON equality cares about: 1 and 1.0 are equal,
 # true and 1 are not, "1" is a string.

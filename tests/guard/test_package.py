@@ -57,6 +57,7 @@ CORE_MODULES = (
     "guard",
     "guard._document",
     "guard.canonical",
+    "guard.claims",
     "guard.constraints",
     "guard.decisions",
     "guard.deny",
@@ -66,6 +67,7 @@ CORE_MODULES = (
     "guard.patterns",
     "guard.plan",
     "guard.policy",
+    "guard.policy_evaluation",
     "guard.tokens",
 )
 

@@ -15,15 +15,8 @@ from guard.constraints import compile_args
 from guard.deny import compile_deny_args
 from guard.errors import DocumentInvalid
 from guard.plan import validate_plan
-from guard.policy import (
-    MAX_RULES,
-    CompiledPolicy,
-    PolicyDecision,
-    StepDenial,
-    evaluate_plan,
-    policy_hash,
-    validate_policy,
-)
+from guard.policy import MAX_RULES, policy_hash, validate_policy
+from guard.policy_evaluation import CompiledPolicy, PolicyDecision, StepDenial, evaluate_plan
 
 from .strategies import group_names, policies, role_names, wild_values
 

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from guard.eq_index import EqIndex
 from guard.finite import non_finite_argument
 from guard.plan import validate_plan
-from guard.policy import CompiledPolicy, evaluate_plan, validate_policy
+from guard.policy import validate_policy
+from guard.policy_evaluation import CompiledPolicy, evaluate_plan
 
 from .strategies import constraints, json_scalars, json_values, wild_values
 

@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from joserfc import jwt as jose_jwt
 from joserfc.jwk import OKPKey
 
+from guard.claims import IntentClaims
 from guard.errors import TokenInvalid
 from guard.plan import plan_hash, validate_plan
 from guard.policy import policy_hash, validate_policy
 from guard.tokens import (
-    IntentClaims,
     KeySet,
     jwk_thumbprint,
     public_jwk,

@@ -1,0 +1,137 @@
+"""The claims of an intent token, typed once: `IntentClaims` (what the control plane signs and
+what both sides read back from a verified payload), and the type checks of single claims.
+
+Every check raises TokenInvalid naming the claim, so a token with a missing or mistyped
+claim is refused the same way wherever it is read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from guard.errors import TokenInvalid
+
+__all__ = ["IntentClaims", "integer_claim", "numeric_claim"]
+
+
+def _claim(payload: Mapping[str, Any], name: str) -> Any:
+    if name not in payload:
+        raise TokenInvalid(f"claim {name} is missing")
+    return payload[name]
+
+
+def _string_claim(payload: Mapping[str, Any], name: str) -> str:
+    value = _claim(payload, name)
+    if not isinstance(value, str):
+        raise TokenInvalid(f"claim {name} is not a string")
+    return value
+
+
+def integer_claim(payload: Mapping[str, Any], name: str) -> int:
+    value = _claim(payload, name)
+    # The control plane writes whole seconds and version numbers; a bool is an int to Python,
+    # and json.loads turns 1e400 into a float (inf).
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TokenInvalid(f"claim {name} is not an integer")
+    return value
+
+
+def _object_claim(payload: Mapping[str, Any], name: str) -> dict[str, Any]:
+    value = _claim(payload, name)
+    if not isinstance(value, dict):
+        raise TokenInvalid(f"claim {name} is not an object")
+    return value
+
+
+def _role_claim(payload: Mapping[str, Any]) -> str | None:
+    value = _claim(payload, "role")
+    if value is not None and not isinstance(value, str):
+        raise TokenInvalid("claim role is not a string or null")
+    return value
+
+
+def _groups_claim(payload: Mapping[str, Any]) -> tuple[str, ...]:
+    value = _claim(payload, "groups")
+    if not isinstance(value, list) or not all(isinstance(group, str) for group in value):
+        raise TokenInvalid("claim groups is not a list of strings")
+    return tuple(value)
+
+
+@dataclass(frozen=True, slots=True)
+class IntentClaims:
+    """The claims of an intent token (DESIGN.md, "The intent token").
+
+    The control plane signs `to_payload()`; both sides read a verified payload back with
+    `from_payload`, which checks that every claim is present and of its type. What the
+    values mean (a valid plan whose hash is `ph`, a valid policy) is checked where plans and
+    policies are defined: `guard.plan`, `guard.policy`.
+    """
+
+    iss: str  # the control plane's issuer URL
+    sub: str  # the member's email
+    jti: str  # the plan id, the same across refreshes
+    iat: int
+    exp: int
+    ph: str  # the plan hash
+    plan: dict[str, Any]  # the plan, defaults filled in
+    agent: str  # the id of the agent whose API key asked
+    pol: dict[str, Any]  # the agent's active policy document at signing time
+    polv: int  # its version number
+    polh: str  # its hash
+    role: str | None  # the member's role at signing time
+    groups: tuple[str, ...]  # the member's group names at signing time, sorted
+
+    def to_payload(self) -> dict[str, Any]:
+        """The JSON object the control plane signs."""
+        return {
+            "iss": self.iss,
+            "sub": self.sub,
+            "jti": self.jti,
+            "iat": self.iat,
+            "exp": self.exp,
+            "ph": self.ph,
+            "plan": self.plan,
+            "agent": self.agent,
+            "pol": self.pol,
+            "polv": self.polv,
+            "polh": self.polh,
+            "role": self.role,
+            "groups": list(self.groups),
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> IntentClaims:
+        """The claims of a payload; TokenInvalid names the first missing or mistyped claim.
+
+        Other members (a registered `nbf`, say) are ignored. Checks types, not signatures:
+        give it only a payload whose signature verified.
+        """
+        return cls(
+            iss=_string_claim(payload, "iss"),
+            sub=_string_claim(payload, "sub"),
+            jti=_string_claim(payload, "jti"),
+            iat=integer_claim(payload, "iat"),
+            exp=integer_claim(payload, "exp"),
+            ph=_string_claim(payload, "ph"),
+            plan=_object_claim(payload, "plan"),
+            agent=_string_claim(payload, "agent"),
+            pol=_object_claim(payload, "pol"),
+            polv=integer_claim(payload, "polv"),
+            polh=_string_claim(payload, "polh"),
+            role=_role_claim(payload),
+            groups=_groups_claim(payload),
+        )
+
+
+def numeric_claim(claims: Mapping[str, Any], name: str) -> float:
+    value = _claim(claims, name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TokenInvalid(f"claim {name} is not a number")
+    # json.loads turns 1e400 into inf; math.isfinite would overflow on a huge int, which
+    # compares fine as it is.
+    if isinstance(value, float) and not math.isfinite(value):
+        raise TokenInvalid(f"claim {name} is not a finite number")
+    return value

@@ -1,0 +1,263 @@
+"""What a validated policy (guard.policy) decides: the issuance check of a plan
+(`evaluate_plan`) and the call-time check (`CompiledPolicy.decide`).
+
+Rule semantics, shared by both checks:
+
+* A rule applies to a member when its `roles` (if any) contain the member's role and its
+  `groups` (if any) share at least one group with the member; with both, both must hold.
+* A rule concerns a tool when one of its `tools` globs matches the tool name.
+* A deny wins over any allow; with no allow, the policy `default` decides.
+
+At issuance only deny rules without `args` can refuse a step, since argument checks need a
+call; an allow rule admits a step whatever its `args` (they are checked per call), but its
+`maxCalls` caps the step's budget. At call time, an allow rule counts only when the call
+satisfies its `args`; a deny rule fails closed and counts unless some pinned argument is
+provably outside its constraint (missing, of another JSON type than its operator compares,
+or not a finite number all count as a match; see guard.deny).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
+
+from guard.constraints import ArgsMatcher, compile_args
+from guard.deny import compile_deny_args
+from guard.eq_index import EqIndex
+from guard.patterns import compile_glob
+from guard.plan import DEFAULT_MAX_CALLS
+
+__all__ = [
+    "MAX_CACHED_TOOLS",
+    "CompiledPolicy",
+    "PolicyDecision",
+    "StepDenial",
+    "evaluate_plan",
+]
+
+# Bounds the per-tool cache of CompiledPolicy against an agent inventing tool names.
+MAX_CACHED_TOOLS: Final = 4096
+
+
+@dataclass(frozen=True)
+class StepDenial:
+    """Why the policy refuses one plan step at issuance. `rule` None means the default."""
+
+    step: int
+    tool: str
+    rule: int | None
+    reason: str
+
+    @property
+    def path(self) -> str:
+        return f"steps[{self.step}]"
+
+
+@dataclass(frozen=True)
+class PolicyDecision:
+    """The policy's verdict on one call. `rule` None means the policy default decided."""
+
+    allowed: bool
+    rule: int | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Rule:
+    index: int
+    deny: bool
+    tools: tuple[Callable[[Any], bool], ...]
+    args: ArgsMatcher | None  # None: the rule pins no argument
+    pinned: Mapping[str, Any] | None  # the validated ``args`` the matcher was compiled from
+    max_calls: int | None
+    label: str
+
+    def concerns(self, tool: str) -> bool:
+        return any(matches(tool) for matches in self.tools)
+
+
+def _label(rule: Mapping[str, Any]) -> str:
+    """``deny rule "no deletes"``, or ``deny rule`` for an unnamed one (callers add the
+    rule's index themselves)."""
+    name = rule.get("name")
+    return f'{rule["effect"]} rule "{name}"' if name else f"{rule['effect']} rule"
+
+
+def _applicable_rules(
+    policy: Mapping[str, Any], role: str | None, groups: Sequence[str]
+) -> list[_Rule]:
+    """The policy's rules that apply to a member with `role` and `groups`, compiled."""
+    member_groups = frozenset(groups)
+    compiled = []
+    for index, rule in enumerate(policy.get("rules", ())):
+        roles = rule.get("roles")
+        if roles is not None and role not in roles:
+            continue
+        rule_groups = rule.get("groups")
+        if rule_groups is not None and member_groups.isdisjoint(rule_groups):
+            continue
+        args = rule.get("args")
+        deny = rule["effect"] == "deny"
+        compiled.append(
+            _Rule(
+                index=index,
+                deny=deny,
+                tools=tuple(compile_glob(glob) for glob in rule["tools"]),
+                # A deny rule fails closed: it is passed over only for a call whose pinned
+                # arguments are provably outside it (guard.deny.compile_deny_args).
+                args=(compile_deny_args(args) if deny else compile_args(args)) if args else None,
+                pinned=args or None,
+                max_calls=rule.get("maxCalls"),
+                label=_label(rule),
+            )
+        )
+    return compiled
+
+
+def evaluate_plan(
+    policy: Mapping[str, Any],
+    plan: Mapping[str, Any],
+    *,
+    role: str | None,
+    groups: Sequence[str],
+) -> list[StepDenial]:
+    """Check every step of a normalised plan against a validated policy, for a member.
+
+    Per step: a deny rule without `args` concerning the tool refuses it; otherwise an allow
+    rule concerning the tool admits it, unless the step's maxCalls exceeds the cap of every
+    such allow rule (only when all of them have a cap); otherwise the policy default
+    decides. Returns one StepDenial per refused step; an empty list admits the plan.
+    """
+    rules = _applicable_rules(policy, role, groups)
+    default_allows = policy["default"] == "allow"
+    denials: list[StepDenial] = []
+    for step_index, step in enumerate(plan["steps"]):
+        tool = step["tool"]
+        concerned = [rule for rule in rules if rule.concerns(tool)]
+        deny = next((rule for rule in concerned if rule.deny and rule.args is None), None)
+        if deny is not None:
+            denials.append(
+                StepDenial(step_index, tool, deny.index, f"{deny.label} forbids tool {tool}")
+            )
+            continue
+        allows = [rule for rule in concerned if not rule.deny]
+        if allows:
+            if any(rule.max_calls is None for rule in allows):
+                continue
+            step_max_calls = step.get("maxCalls", DEFAULT_MAX_CALLS)
+            # Name the most generous cap: it tells the author how far to lower maxCalls.
+            widest = max(allows, key=lambda rule: (rule.max_calls, -rule.index))
+            assert widest.max_calls is not None
+            if step_max_calls > widest.max_calls:
+                denials.append(
+                    StepDenial(
+                        step_index,
+                        tool,
+                        widest.index,
+                        f"maxCalls {step_max_calls} exceeds this rule's limit of"
+                        f" {widest.max_calls}",
+                    )
+                )
+            continue
+        if not default_allows:
+            denials.append(
+                StepDenial(
+                    step_index, tool, None, f"no allow rule admits tool {tool} for this member"
+                )
+            )
+    return denials
+
+
+_NOT_A_TOOL_NAME = PolicyDecision(False, None, "the tool name is not a string")
+
+_RuleMatchers = tuple[tuple[ArgsMatcher | None, PolicyDecision], ...]
+
+
+class _ToolRules(NamedTuple):
+    """The rules concerning one tool for one member, denies and allows in policy order,
+    each with an optional index narrowing them by an argument pinned with ``eq``."""
+
+    denies: _RuleMatchers
+    deny_index: EqIndex | None
+    allows: _RuleMatchers
+    allow_index: EqIndex | None
+
+
+def _first_match(rules: _RuleMatchers, index: EqIndex | None, args: Any) -> PolicyDecision | None:
+    """The decision of the first rule whose arguments `args` satisfy, in policy order."""
+    if index is None:
+        for matcher, decision in rules:
+            if matcher is None or matcher(args):
+                return decision
+        return None
+    for position in index.candidates(args):
+        matcher, decision = rules[position]
+        if matcher is None or matcher(args):
+            return decision
+    return None
+
+
+class CompiledPolicy:
+    """A validated policy bound to one member (role and groups), for call decisions.
+
+    The rules that apply to the member and concern a tool are resolved once per tool name
+    and cached, so a repeated tool costs a dict lookup plus its rules' argument checks.
+    Decisions are shared immutable objects; nothing is allocated per call.
+    """
+
+    __slots__ = ("_by_tool", "_default", "_rules", "groups", "policy", "role")
+
+    def __init__(
+        self, policy: Mapping[str, Any], *, role: str | None, groups: Sequence[str]
+    ) -> None:
+        self.policy = policy
+        self.role = role
+        self.groups = tuple(groups)
+        self._rules = _applicable_rules(policy, role, groups)
+        if policy["default"] == "allow":
+            self._default = PolicyDecision(True, None, "the policy default allows this call")
+        else:
+            self._default = PolicyDecision(False, None, "no allow rule admits this call")
+        self._by_tool: dict[str, _ToolRules] = {}
+
+    def _resolve(self, tool: str) -> _ToolRules:
+        denies = []
+        deny_args = []
+        allows = []
+        allow_args = []
+        for rule in self._rules:
+            if not rule.concerns(tool):
+                continue
+            if rule.deny:
+                reason = f"{rule.label} forbids this call"
+                denies.append((rule.args, PolicyDecision(False, rule.index, reason)))
+                deny_args.append((len(deny_args), rule.pinned))
+            else:
+                reason = f"{rule.label} admits this call"
+                allows.append((rule.args, PolicyDecision(True, rule.index, reason)))
+                allow_args.append((len(allow_args), rule.pinned))
+        entry = _ToolRules(
+            tuple(denies),
+            EqIndex.build(deny_args, fail_closed=True),
+            tuple(allows),
+            EqIndex.build(allow_args),
+        )
+        if len(self._by_tool) < MAX_CACHED_TOOLS:
+            self._by_tool[tool] = entry
+        return entry
+
+    def decide(self, tool: str, args: Any) -> PolicyDecision:
+        """The verdict on calling `tool` with `args` (the call's arguments object)."""
+        try:
+            entry = self._by_tool.get(tool)
+        except TypeError:  # unhashable
+            return _NOT_A_TOOL_NAME
+        if entry is None:
+            if not isinstance(tool, str):
+                return _NOT_A_TOOL_NAME
+            entry = self._resolve(tool)
+        decision = _first_match(entry.denies, entry.deny_index, args)
+        if decision is None:
+            decision = _first_match(entry.allows, entry.allow_index, args)
+        return decision if decision is not None else self._default

@@ -40,9 +40,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root
 
 from guard.agent import Guard
+from guard.jwk import KeySet, jwk_thumbprint, public_jwk
 from guard.plan import MAX_MAX_CALLS, plan_hash, validate_plan
 from guard.policy import policy_hash, validate_policy
-from guard.tokens import KeySet, jwk_thumbprint, public_jwk, verify_token
+from guard.tokens import verify_token
 
 ISSUER = "http://plangate.bench"
 USER = "alice@acme.dev"

@@ -14,6 +14,7 @@ from guard.constraints import (
     validate_constraint,
 )
 from guard.errors import DocumentInvalid, FieldError, TokenInvalid
+from guard.jwk import KeySet, jwk_thumbprint, public_jwk
 from guard.plan import (
     DEFAULT_MAX_CALLS,
     MAX_GOAL_LENGTH,
@@ -27,14 +28,7 @@ from guard.plan import (
 )
 from guard.policy import policy_hash, validate_policy
 from guard.policy_evaluation import CompiledPolicy, PolicyDecision, StepDenial, evaluate_plan
-from guard.tokens import (
-    KeySet,
-    jwk_thumbprint,
-    public_jwk,
-    unverified_claims,
-    unverified_header,
-    verify_token,
-)
+from guard.tokens import unverified_claims, unverified_header, verify_token
 
 # The agent side (guard.agent) needs httpx; the server only needs the core above, so the
 # agent side is imported when first asked for: `from guard import Guard`.

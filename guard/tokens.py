@@ -1,5 +1,5 @@
-"""Verifying an intent token: a compact JWS signed with Ed25519 (RFC 8037), and the JWKS
-keys that verify it. Its claims are typed in guard.claims.
+"""Verifying an intent token: a compact JWS signed with Ed25519 (RFC 8037). Its claims are
+typed in guard.claims, the keys it is verified against (`KeySet`) are read in guard.jwk.
 
 The control plane signs `IntentClaims.to_payload()` and verifies a refresh token with
 `verify_intent_token`, as the agent-side guard verifies every token it receives. One JOSE
@@ -14,53 +14,29 @@ signature checked before any claim is trusted, then typed claims.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
 import json
 import time
-from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import jwt
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from guard.canonical import canonical_json
 from guard.claims import IntentClaims, integer_claim, numeric_claim
 from guard.errors import TokenInvalid
+from guard.jwk import ACCEPTED_ALGORITHMS, KeySet, b64url_decode
 
 __all__ = [
-    "ACCEPTED_ALGORITHMS",
-    "KeySet",
-    "jwk_thumbprint",
-    "public_jwk",
     "unverified_claims",
     "unverified_header",
     "verify_intent_token",
     "verify_token",
 ]
 
-ACCEPTED_ALGORITHMS: Final = frozenset({"EdDSA", "Ed25519"})
 # Header parameters that name or embed a key: honouring any of them would let the token
 # choose the key that verifies it.
 FORBIDDEN_HEADER_PARAMETERS: Final = ("jku", "x5u", "jwk", "x5c")
 # A 50-step plan plus a 500-rule policy snapshot stays far below this; the bound only keeps
 # garbage from costing time.
 MAX_TOKEN_LENGTH: Final = 4_000_000
-
-_BASE64URL_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-_BASE64URL_VALUES: Final = {character: value for value, character in enumerate(_BASE64URL_ALPHABET)}
-_URLSAFE_TO_STANDARD: Final = bytes.maketrans(b"-_", b"+/")
-_ED25519_KEY_LENGTH: Final = 32
-
-# RFC 7638 required members per key type, already in lexicographic order.
-_THUMBPRINT_MEMBERS: Final = {
-    "OKP": ("crv", "kty", "x"),
-    "EC": ("crv", "kty", "x", "y"),
-    "RSA": ("e", "kty", "n"),
-    "oct": ("k", "kty"),
-}
 
 
 def _ed25519_jws() -> jwt.PyJWS:
@@ -82,30 +58,6 @@ _JWS: Final = _ed25519_jws()
 
 
 # --- parsing and keys ----------------------------------------------------------------------
-
-
-def _b64url_encode(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _b64url_decode(segment: str, what: str) -> bytes:
-    """Strict base64url without padding; rejects any other spelling of the same bytes."""
-    remainder = len(segment) % 4
-    # `+`, `/` and `=` belong to other spellings; a2b_base64's strict mode rejects every
-    # other character outside the alphabet after `-` and `_` are mapped to `+` and `/`.
-    if remainder == 1 or "+" in segment or "/" in segment or "=" in segment:
-        raise TokenInvalid(f"{what} is not base64url without padding")
-    try:
-        # bytes.translate is far faster than str.translate on a large payload.
-        standard = segment.encode("ascii").translate(_URLSAFE_TO_STANDARD)
-        data = binascii.a2b_base64(standard + b"=" * (-remainder % 4), strict_mode=True)
-    except (binascii.Error, ValueError):  # UnicodeEncodeError is a ValueError
-        raise TokenInvalid(f"{what} is not base64url without padding") from None
-    # The unused low bits of the last character must be zero, so that a token has exactly
-    # one spelling (2 characters carry 1 byte + 4 spare bits, 3 carry 2 bytes + 2).
-    if remainder and _BASE64URL_VALUES[segment[-1]] & (0x0F if remainder == 2 else 0x03):
-        raise TokenInvalid(f"{what} is not canonical base64url")
-    return data
 
 
 def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -151,7 +103,7 @@ def _parse_header(segment: str) -> dict[str, Any]:
     # The header is read before the signature is checked and decides which algorithm and
     # key apply, so `{"alg": "none", "alg": "EdDSA"}` must not mean different things to
     # different parsers.
-    return _json_object(_b64url_decode(segment, "header"), "header", reject_duplicates=True)
+    return _json_object(b64url_decode(segment, "header"), "header", reject_duplicates=True)
 
 
 def _payload_object(data: bytes) -> dict[str, Any]:
@@ -162,7 +114,7 @@ def _payload_object(data: bytes) -> dict[str, Any]:
 
 
 def _parse_payload(segment: str) -> dict[str, Any]:
-    return _payload_object(_b64url_decode(segment, "payload"))
+    return _payload_object(b64url_decode(segment, "payload"))
 
 
 def unverified_header(token: str) -> dict[str, Any]:
@@ -175,112 +127,6 @@ def unverified_claims(token: str) -> dict[str, Any]:
     """The token's claims, parsed strictly but NOT verified (e.g. to read `jti`)."""
     _, payload, _ = _split(token)
     return _parse_payload(payload)
-
-
-def public_jwk(public_key: Ed25519PublicKey) -> dict[str, str]:
-    """The public JWK of an Ed25519 key (RFC 8037): ``{"kty": "OKP", "crv": "Ed25519", "x"}``."""
-    raw = public_key.public_bytes(Encoding.Raw, PublicFormat.Raw)
-    return {"kty": "OKP", "crv": "Ed25519", "x": _b64url_encode(raw)}
-
-
-def jwk_thumbprint(jwk: Mapping[str, Any]) -> str:
-    """RFC 7638 thumbprint: base64url (no padding) SHA-256 of the required members.
-
-    Raises ValueError for an unknown key type or a missing or non-string member.
-    """
-    key_type = jwk.get("kty")
-    members = _THUMBPRINT_MEMBERS.get(key_type) if isinstance(key_type, str) else None
-    if members is None:
-        raise ValueError(f"cannot compute a thumbprint for key type {jwk.get('kty')!r}")
-    required = {}
-    for name in members:
-        value = jwk.get(name)
-        if not isinstance(value, str):
-            raise ValueError(f"JWK member {name!r} is missing or not a string")
-        required[name] = value
-    # RFC 7638's form (sorted members, no whitespace) is what RFC 8785 produces here.
-    return _b64url_encode(hashlib.sha256(canonical_json(required)).digest())
-
-
-def _parse_jwk(jwk: object) -> tuple[str, Ed25519PublicKey] | None:
-    """(kid, key) for a usable Ed25519 verification JWK, None for anything else."""
-    if not isinstance(jwk, Mapping):
-        return None
-    if jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519":
-        return None
-    if jwk.get("use", "sig") != "sig":
-        return None
-    algorithm = jwk.get("alg")
-    if algorithm is not None and (
-        not isinstance(algorithm, str) or algorithm not in ACCEPTED_ALGORITHMS
-    ):
-        return None
-    key_operations = jwk.get("key_ops")
-    if key_operations is not None and (
-        not isinstance(key_operations, list) or "verify" not in key_operations
-    ):
-        return None
-    x = jwk.get("x")
-    if not isinstance(x, str):
-        return None
-    try:
-        raw = _b64url_decode(x, "x")
-    except TokenInvalid:
-        return None
-    if len(raw) != _ED25519_KEY_LENGTH:
-        return None
-    try:
-        key = Ed25519PublicKey.from_public_bytes(raw)
-    except ValueError:
-        return None
-    kid = jwk.get("kid")
-    if kid is None:
-        kid = jwk_thumbprint(jwk)
-    elif not isinstance(kid, str) or not kid:
-        return None
-    return kid, key
-
-
-class KeySet:
-    """Ed25519 verification keys by key id, built from a JWKS (``{"keys": [...]}``).
-
-    Keys that are not usable Ed25519 signature keys (other key types, malformed members,
-    ``use`` other than ``sig``) are skipped, never fatal: a JWKS may legitimately publish
-    keys this guard does not use. A JWK without ``kid`` is filed under its thumbprint.
-    When two keys share a kid, the first wins.
-    """
-
-    __slots__ = ("_keys",)
-
-    def __init__(self, jwks: Mapping[str, Any] | None = None) -> None:
-        self._keys: dict[str, Ed25519PublicKey] = {}
-        entries = jwks.get("keys") if isinstance(jwks, Mapping) else None
-        if isinstance(entries, list):
-            for entry in entries:
-                parsed = _parse_jwk(entry)
-                if parsed is not None:
-                    self._keys.setdefault(*parsed)
-
-    @classmethod
-    def from_public_keys(cls, keys: Iterable[Ed25519PublicKey]) -> KeySet:
-        """A key set holding `keys`, each under its RFC 7638 thumbprint."""
-        return cls({"keys": [public_jwk(key) for key in keys]})
-
-    def get(self, kid: object) -> Ed25519PublicKey | None:
-        return self._keys.get(kid) if isinstance(kid, str) else None
-
-    @property
-    def kids(self) -> tuple[str, ...]:
-        return tuple(self._keys)
-
-    def __contains__(self, kid: object) -> bool:
-        return self.get(kid) is not None
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def __repr__(self) -> str:
-        return f"KeySet(kids={list(self._keys)!r})"
 
 
 def _shown(value: object) -> str:
@@ -318,7 +164,7 @@ def _verified_payload(token: str, keys: KeySet) -> dict[str, Any]:
     # first so that a payload holding "é" is a malformed token, not an encoding error.
     if not payload_segment.isascii() or "=" in payload_segment:
         raise TokenInvalid("payload is not base64url without padding")
-    _b64url_decode(signature_segment, "signature")
+    b64url_decode(signature_segment, "signature")
     try:
         decoded = _JWS.decode_complete(token, public_key, algorithms=[algorithm])
     except jwt.InvalidSignatureError:

@@ -19,9 +19,10 @@ from controlplane.problems import DomainError
 from guard.claims import IntentClaims
 from guard.errors import DocumentInvalid, FieldError, TokenInvalid
 from guard.events import validate_event_batch
+from guard.jwk import KeySet, public_jwk
 from guard.plan import plan_hash, validate_plan
 from guard.policy_evaluation import evaluate_plan
-from guard.tokens import KeySet, public_jwk, unverified_header, verify_intent_token
+from guard.tokens import unverified_header, verify_intent_token
 from members.models import Agent, Member
 from members.services import agent_require_active
 from policies.models import PolicyVersion

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import httpx
 
-from guard.tokens import KeySet
+from guard.jwk import KeySet
 
 __all__ = [
     "ControlPlaneClient",

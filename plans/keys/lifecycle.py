@@ -24,7 +24,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from controlplane.problems import DomainError
-from guard.tokens import jwk_thumbprint, public_jwk
+from guard.jwk import jwk_thumbprint, public_jwk
 
 from ..models import SigningKey
 from .encryption import (

@@ -9,7 +9,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from guard.tokens import public_jwk
+from guard.jwk import public_jwk
 
 from ..models import SigningKey
 from .lifecycle import max_token_lifetime

@@ -15,7 +15,8 @@ import httpx
 import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from guard.tokens import jwk_thumbprint, public_jwk, unverified_claims
+from guard.jwk import jwk_thumbprint, public_jwk
+from guard.tokens import unverified_claims
 
 
 class FakeClock:

@@ -64,6 +64,7 @@ CORE_MODULES = (
     "guard.eq_index",
     "guard.errors",
     "guard.finite",
+    "guard.jwk",
     "guard.patterns",
     "guard.plan",
     "guard.policy",

@@ -23,17 +23,10 @@ from joserfc.jwk import OKPKey
 
 from guard.claims import IntentClaims
 from guard.errors import TokenInvalid
+from guard.jwk import KeySet, jwk_thumbprint, public_jwk
 from guard.plan import plan_hash, validate_plan
 from guard.policy import policy_hash, validate_policy
-from guard.tokens import (
-    KeySet,
-    jwk_thumbprint,
-    public_jwk,
-    unverified_claims,
-    unverified_header,
-    verify_intent_token,
-    verify_token,
-)
+from guard.tokens import unverified_claims, unverified_header, verify_intent_token, verify_token
 
 from .strategies import lone_surrogates, wild_text
 

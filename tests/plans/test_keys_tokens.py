@@ -9,7 +9,8 @@ from django.conf import settings
 from django.test import override_settings
 
 from guard.errors import TokenInvalid
-from guard.tokens import KeySet, verify_token
+from guard.jwk import KeySet
+from guard.tokens import verify_token
 from plans.keys import (
     jwks_document,
     max_token_lifetime,

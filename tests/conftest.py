@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -60,6 +61,23 @@ PLAN = {
         {"tool": "github_get_issue", "args": {"repo": {"eq": "acme/public-app"}}},
     ],
 }
+
+
+# Folders whose every test is `slow`: `make check` leaves them out, `make test` and CI run
+# them. A folder's reason is why.
+SLOW_FOLDERS = {
+    "integration": "starts real processes (gunicorn, Celery, a fresh virtualenv)",
+    "api_fuzz": "sends hundreds of requests through the whole stack",
+}
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(TESTS):
+            folder = item.path.relative_to(TESTS).parts[0]
+            if folder in SLOW_FOLDERS:
+                item.add_marker(pytest.mark.slow)
 
 
 @pytest.hookimpl(hookwrapper=True)

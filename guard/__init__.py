@@ -6,6 +6,8 @@ token. The agent side (the `Guard` client, its refresher, reporter and ACP displ
 control plane's HTTP client) lives in `guard.agent`, which the server never imports.
 """
 
+from typing import Any
+
 from guard.canonical import canonical_json, sha256_hex
 from guard.constraints import (
     compile_args,
@@ -35,7 +37,7 @@ from guard.tokens import unverified_claims, unverified_header, verify_token
 _AGENT_NAMES = frozenset({"Guard", "CallBlocked", "CallDecision", "GuardError", "GuardStatus"})
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _AGENT_NAMES:
         from guard import agent
 

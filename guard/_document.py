@@ -9,6 +9,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
+from typing import TypeGuard
 
 from guard.errors import FieldError
 
@@ -56,7 +57,7 @@ def type_name(value: object) -> str:
     return type(value).__name__
 
 
-def is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:
     """True for JSON numbers: int or float, never bool."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 

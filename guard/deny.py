@@ -61,7 +61,8 @@ def provably_different(expected: Any, value: Any) -> bool:
     if kind != _json_type(value):
         return False
     if kind == "number":
-        return value != expected and -_INFINITY < value < _INFINITY
+        different: bool = value != expected and -_INFINITY < value < _INFINITY
+        return different
     if kind == "string":
         return value != expected and is_valid_unicode(value)
     if kind == "boolean":

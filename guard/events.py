@@ -255,7 +255,13 @@ def _event(
         errors.append(FieldError(f"{path}.argsDigest", "expected a lowercase hex SHA-256"))
     if "args" in event and not isinstance(event["args"], dict):
         errors.append(FieldError(f"{path}.args", "expected an object"))
-    if len(errors) > before or occurred_at is None:
+    # The isinstance checks repeat what the errors above already say, for the type checker.
+    if (
+        len(errors) > before
+        or occurred_at is None
+        or not isinstance(tool, str)
+        or not isinstance(decision, str)
+    ):
         return None
     return GuardEvent(
         occurred_at=occurred_at,
@@ -284,6 +290,6 @@ def _display_update(update: object, path: str, errors: list[FieldError]) -> Disp
         errors.append(
             FieldError(f"{path}.message", f"larger than {MAX_DISPLAY_UPDATE_BYTES // 1024} KiB")
         )
-    if len(errors) > before:
+    if len(errors) > before or not isinstance(message, dict):
         return None
     return DisplayUpdate(occurred_at=occurred_at, message=message)

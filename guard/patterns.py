@@ -73,7 +73,8 @@ def re2_full_matcher(pattern: str) -> Matcher:
                 data = value.encode("utf-8")
             except UnicodeEncodeError:
                 return False
-            return native_match(anchor, data, 0, len(data))[0][0] >= 0
+            start: int = native_match(anchor, data, 0, len(data))[0][0]
+            return start >= 0
 
         return match_native
 

@@ -223,9 +223,9 @@ class CompiledPolicy:
 
     def _resolve(self, tool: str) -> _ToolRules:
         denies = []
-        deny_args = []
+        deny_args: list[tuple[int, Mapping[str, Any] | None]] = []
         allows = []
-        allow_args = []
+        allow_args: list[tuple[int, Mapping[str, Any] | None]] = []
         for rule in self._rules:
             if not rule.concerns(tool):
                 continue

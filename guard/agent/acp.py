@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 __all__ = [
     "CANCELLED",
@@ -81,7 +81,7 @@ def _constraint_text(name: str, constraint: Mapping[str, Any]) -> str:
 def describe_step(step: Mapping[str, Any]) -> str:
     """A readable line for a normalised plan step, e.g.
     ``github_list_issues with repo = "acme/app" (up to 3 calls)``."""
-    text = step["tool"]
+    text: str = step["tool"]
     args = step.get("args") or {}
     if args:
         text += " with " + ", ".join(
@@ -243,6 +243,14 @@ def read_plan_update(message: object) -> PlanUpdateView:
         return PlanUpdateView(kind="unreadable", raw=message, problems=(repr(error)[:200],))
 
 
+class _Common(TypedDict):
+    """The fields every view of a session update carries."""
+
+    raw: Any
+    session_id: str | None
+    session_update: str | None
+
+
 def _read(message: object) -> PlanUpdateView:
     if not isinstance(message, Mapping):
         return PlanUpdateView(kind="unreadable", raw=message, problems=("not an object",))
@@ -259,7 +267,7 @@ def _read(message: object) -> PlanUpdateView:
             session_id=session_id,
             problems=("sessionUpdate is not a string",),
         )
-    common = {"raw": message, "session_id": session_id, "session_update": kind_name}
+    common: _Common = {"raw": message, "session_id": session_id, "session_update": kind_name}
 
     if kind_name == "plan_removed":
         return PlanUpdateView(kind="removed", plan_id=_string(update.get("planId")), **common)

@@ -4,7 +4,7 @@ intent token for exactly the plan the guard sent, acting for the plan's person."
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from guard.agent.errors import CONTROL_PLANE_UNAVAILABLE, PLAN_SWAPPED, TOKEN_INVALID, GuardError
 from guard.agent.http import ControlPlaneError, ControlPlaneUnavailable, JwksCache
@@ -132,4 +132,8 @@ class AnswerVerifier:
             if self._refresh_margin is not None
             else min(MAX_REFRESH_MARGIN, lifetime / 5)
         )
-        return plan_id, VerifiedToken(token, claims, policy, expires_at, expires_at - margin, kid)
+        # verify_intent_token has required the header's kid to be a non-empty string.
+        verified_kid = cast(str, kid)
+        return plan_id, VerifiedToken(
+            token, claims, policy, expires_at, expires_at - margin, verified_kid
+        )

@@ -33,13 +33,16 @@ check: $(READY)
 bench: $(READY)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
+# mypy checks the guard strictly (settings in pyproject.toml); the Django apps are not
+# type-checked yet.
 lint: $(READY)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy guard
 
 format: $(READY)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) var .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -1,4 +1,7 @@
-"""REST API v1 for agents: declare, refresh and read plans; publish the JWKS."""
+"""REST API v1 for agents: declare, refresh and read plans; publish the JWKS.
+
+The views parse and answer; what they document (bodies, examples) is in ``plans.api_schema``.
+"""
 
 from __future__ import annotations
 
@@ -7,35 +10,31 @@ import json
 
 from django.conf import settings
 from django.http import HttpResponse
-from drf_spectacular.extensions import OpenApiSerializerFieldExtension
-from drf_spectacular.utils import (
-    OpenApiExample,
-    OpenApiResponse,
-    extend_schema,
-    extend_schema_field,
-    inline_serializer,
-)
-from rest_framework import serializers
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.problems import DomainError
-from guard.decisions import (
-    MAX_DISPLAY_UPDATES_PER_BATCH,
-    MAX_EVENT_REASON_LENGTH,
-    MAX_EVENT_TOOL_LENGTH,
-    MAX_EVENTS_PER_BATCH,
-    Decision,
-)
 from guard.errors import FieldError
 from guard.events import EVENT_BATCH_KEYS
-from guard.plan import plan_json_schema
 from members.models import Agent
 from members.services import agent_require_active, api_key_touch
 
+from .api_schema import (
+    PROBLEM,
+    EventBatchSerializer,
+    event_batch_accepted_response,
+    jwks_not_modified_response,
+    jwks_response,
+    plan_declaration_example,
+    plan_declaration_request,
+    plan_detail_response,
+    plan_refresh_request,
+    token_response,
+)
 from .keys import jwks_document
-from .models import Plan, PlanToken
+from .models import Plan
 from .services import (
     IssuedToken,
     plan_events_record,
@@ -43,76 +42,6 @@ from .services import (
     plan_issue,
     plan_refresh,
 )
-
-# The schema itself (application/problem+json, `Problem`) is added to every error response
-# by controlplane.openapi.problem_responses.
-PROBLEM = OpenApiResponse(description="RFC 9457 problem+json with a stable `code`")
-
-
-def _openapi_30(schema: object) -> object:
-    """A JSON Schema 2020-12 document as an OpenAPI 3.0 schema object: no `$schema`, `const`
-    as a one-value `enum`, no `propertyNames` (3.0 has neither)."""
-    if isinstance(schema, list):
-        return [_openapi_30(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    converted = {
-        key: _openapi_30(value)
-        for key, value in schema.items()
-        if key not in {"$schema", "const", "propertyNames"}
-    }
-    if "const" in schema:
-        converted["enum"] = [schema["const"]]
-    return converted
-
-
-@extend_schema_field(_openapi_30(plan_json_schema()))
-class PlanDocumentField(serializers.JSONField):
-    """The plan document; the server validates it with guard.plan.validate_plan."""
-
-
-class TtlField(serializers.IntegerField):
-    """A token's lifetime in seconds; plans.services.token_ttl_resolve checks it. Its bounds
-    are settings, so the schema reads them when it is generated (TtlFieldSchema), not when
-    this module is imported."""
-
-
-class TtlFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = TtlField
-
-    def map_serializer_field(self, auto_schema, direction) -> dict:
-        return {
-            "type": "integer",
-            "minimum": settings.PLANGATE_TOKEN_MIN_TTL,
-            "maximum": settings.PLANGATE_TOKEN_MAX_TTL,
-            "description": "seconds; PLANGATE_TOKEN_TTL when left out",
-        }
-
-
-# The event batch, for the schema only: guard.events validates it, with the same limits.
-# Field names are the wire's (camelCase).
-class GuardDecisionSerializer(serializers.Serializer):
-    at = serializers.DateTimeField()
-    tool = serializers.CharField(max_length=MAX_EVENT_TOOL_LENGTH)
-    decision = serializers.ChoiceField(choices=[code.value for code in Decision])
-    step = serializers.IntegerField(required=False, allow_null=True, min_value=0)
-    reason = serializers.CharField(required=False, max_length=MAX_EVENT_REASON_LENGTH)
-    argsDigest = serializers.CharField(required=False)
-    args = serializers.DictField(required=False)
-
-
-class DisplayUpdateSerializer(serializers.Serializer):
-    at = serializers.DateTimeField(required=False)
-    message = serializers.DictField()
-
-
-class EventBatchSerializer(serializers.Serializer):
-    events = serializers.ListField(
-        child=GuardDecisionSerializer(), required=False, max_length=MAX_EVENTS_PER_BATCH
-    )
-    displayUpdates = serializers.ListField(
-        child=DisplayUpdateSerializer(), required=False, max_length=MAX_DISPLAY_UPDATES_PER_BATCH
-    )
 
 
 def parse_body(request: Request, *, required: set[str], optional: set[str]) -> dict:
@@ -163,29 +92,6 @@ class AgentAPIView(APIView):
         return response
 
 
-policy_ref = inline_serializer(
-    "PolicyRef",
-    {
-        "id": serializers.CharField(help_text="the policy's slug"),
-        "version": serializers.IntegerField(),
-        "hash": serializers.CharField(),
-    },
-)
-token_response = inline_serializer(
-    "IntentToken",
-    {
-        "id": serializers.CharField(help_text="the plan id (ULID), the token's jti"),
-        "token": serializers.CharField(help_text="compact JWS, EdDSA"),
-        "planHash": serializers.CharField(),
-        "expiresAt": serializers.DateTimeField(),
-        "policy": policy_ref,
-        "reportArguments": serializers.BooleanField(
-            help_text="whether the guard should report call arguments, not only their digest"
-        ),
-    },
-)
-
-
 def _token_body(issued: IssuedToken, agent: Agent) -> dict:
     return {
         "id": issued.plan.id,
@@ -205,38 +111,8 @@ class PlanCreateView(AgentAPIView):
     @extend_schema(
         operation_id="plans_declare",
         summary="Declare a plan and receive an intent token",
-        request=inline_serializer(
-            "PlanDeclaration",
-            {
-                "plan": PlanDocumentField(help_text="the plan document, version 1"),
-                "ttl": TtlField(required=False),
-            },
-        ),
-        examples=[
-            OpenApiExample(
-                "Summarise open issues",
-                request_only=True,
-                value={
-                    "plan": {
-                        "version": 1,
-                        "goal": "Summarise open issues",
-                        "user": "alice@acme.dev",
-                        "steps": [
-                            {
-                                "tool": "github_list_issues",
-                                "args": {"repo": {"eq": "acme/public-app"}},
-                                "maxCalls": 3,
-                            },
-                            {
-                                "tool": "github_get_issue",
-                                "args": {"repo": {"eq": "acme/public-app"}},
-                            },
-                        ],
-                    },
-                    "ttl": 900,
-                },
-            )
-        ],
+        request=plan_declaration_request,
+        examples=[plan_declaration_example],
         responses={
             201: token_response,
             400: PROBLEM,
@@ -256,13 +132,7 @@ class PlanRefreshView(AgentAPIView):
     @extend_schema(
         operation_id="plans_refresh",
         summary="Re-sign the same plan with the current policy",
-        request=inline_serializer(
-            "PlanRefresh",
-            {
-                "token": serializers.CharField(help_text="the plan's last token, may be expired"),
-                "ttl": TtlField(required=False),
-            },
-        ),
+        request=plan_refresh_request,
         responses={
             200: token_response,
             400: PROBLEM,
@@ -329,38 +199,7 @@ class PlanDetailView(AgentAPIView):
         operation_id="plans_read",
         summary="The calling agent's own plan: status, steps, token history",
         responses={
-            200: inline_serializer(
-                "PlanDetail",
-                {
-                    "id": serializers.CharField(help_text="the plan id (ULID)"),
-                    "status": serializers.ChoiceField(choices=Plan.Status.choices),
-                    "goal": serializers.CharField(),
-                    "user": serializers.CharField(help_text="the member's stored e-mail"),
-                    "agent": serializers.CharField(),
-                    "planHash": serializers.CharField(),
-                    "createdAt": serializers.DateTimeField(),
-                    "expiresAt": serializers.DateTimeField(),
-                    "revokedAt": serializers.DateTimeField(allow_null=True),
-                    "role": serializers.CharField(allow_null=True),
-                    "groups": serializers.ListField(child=serializers.CharField()),
-                    "policy": policy_ref,
-                    "steps": serializers.ListField(child=serializers.DictField()),
-                    "tokens": serializers.ListField(
-                        child=inline_serializer(
-                            "PlanTokenRecord",
-                            {
-                                "kind": serializers.ChoiceField(choices=PlanToken.Kind.choices),
-                                "kid": serializers.CharField(),
-                                "issuedAt": serializers.DateTimeField(),
-                                "expiresAt": serializers.DateTimeField(),
-                                "policyVersion": serializers.IntegerField(),
-                                "role": serializers.CharField(allow_null=True),
-                                "groups": serializers.ListField(child=serializers.CharField()),
-                            },
-                        )
-                    ),
-                },
-            ),
+            200: plan_detail_response,
             401: PROBLEM,
             403: PROBLEM,
             404: PROBLEM,
@@ -377,14 +216,7 @@ class PlanEventsView(AgentAPIView):
         summary="Report a batch of guard decisions and the ACP plan updates shown to the user",
         request=EventBatchSerializer,
         responses={
-            202: inline_serializer(
-                "EventBatchAccepted",
-                {
-                    "events": serializers.IntegerField(),
-                    "displayUpdates": serializers.IntegerField(),
-                    "argumentsStored": serializers.BooleanField(),
-                },
-            ),
+            202: event_batch_accepted_response,
             400: PROBLEM,
             401: PROBLEM,
             403: PROBLEM,
@@ -414,31 +246,8 @@ class JwksView(APIView):
         operation_id="keys_jwks",
         summary="Public keys that verify intent tokens (RFC 7517 JWK Set)",
         responses={
-            (200, "application/jwk-set+json"): OpenApiResponse(
-                description="JWK Set",
-                response={
-                    "type": "object",
-                    "properties": {
-                        "keys": {
-                            "type": "array",
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "kty": {"type": "string", "enum": ["OKP"]},
-                                    "crv": {"type": "string", "enum": ["Ed25519"]},
-                                    "x": {"type": "string"},
-                                    "kid": {"type": "string"},
-                                    "alg": {"type": "string", "enum": ["EdDSA"]},
-                                    "use": {"type": "string", "enum": ["sig"]},
-                                },
-                                "required": ["kty", "crv", "x", "kid", "alg", "use"],
-                            },
-                        }
-                    },
-                    "required": ["keys"],
-                },
-            ),
-            304: OpenApiResponse(description="Not modified: If-None-Match matched the ETag"),
+            (200, "application/jwk-set+json"): jwks_response,
+            304: jwks_not_modified_response,
         },
     )
     def get(self, request: Request) -> HttpResponse:

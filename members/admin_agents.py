@@ -1,0 +1,314 @@
+"""Admin for agents and their API keys.
+
+An API key is created only through ``api_key_create`` and its plaintext is shown once, on
+the page answering the form that created it; nothing stores or logs it. ``members.admin``
+imports this module, so admin autodiscovery registers it.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import Count
+from django.http import Http404, HttpRequest, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.http import urlencode
+
+from controlplane.admin_base import (
+    OneTimeFormToken,
+    PlangateModelAdmin,
+    ReadOnlyPermissions,
+    confirm_action,
+    datetime_column,
+    redirect_after_action,
+)
+from policies.models import active_version_annotations
+
+from .forms import AgentForm, ServiceSavedAdmin
+from .models import Agent, ApiKey, ApiKeyQuerySet
+from .services import api_key_create, api_key_revoke
+
+
+class ApiKeyInline(ReadOnlyPermissions, admin.TabularInline):
+    model = ApiKey
+    extra = 0
+    can_delete = False
+    fields = ["prefix", "name", "created", "last_used", "expires", "state", "revoke"]
+    readonly_fields = fields
+    created = datetime_column("created_at", "created")
+    last_used = datetime_column("last_used_at", "last used")
+    expires = datetime_column("expires_at", "expires")
+    ordering = ["-created_at"]
+    verbose_name_plural = "API keys (the secret is shown once, when created)"
+
+    @admin.display(description="prefix")
+    def prefix(self, api_key: ApiKey) -> str:
+        return format_html("<code>{}</code>", api_key.prefix)
+
+    @admin.display(description="state")
+    def state(self, api_key: ApiKey) -> str:
+        return api_key.state()
+
+    @admin.display(description="")
+    def revoke(self, api_key: ApiKey) -> str:
+        if api_key.is_revoked():
+            return ""
+        url = reverse("admin:members_apikey_revoke_api_keys", args=[api_key.pk])
+        agent_url = reverse("admin:members_agent_change", args=[quote(api_key.agent_id)])
+        return format_html('<a href="{}?{}">Revoke…</a>', url, urlencode({"next": agent_url}))
+
+
+class ApiKeyCreateForm(forms.Form):
+    name = forms.CharField(
+        max_length=200, required=False, help_text="What the key is for, e.g. “CI runner”."
+    )
+    expires_at = forms.DateTimeField(
+        required=False,
+        label="Expires at",
+        help_text="Optional, UTC, e.g. 2027-01-31 18:00. Empty: the key never expires.",
+        widget=forms.DateTimeInput(attrs={"placeholder": "YYYY-MM-DD HH:MM"}),
+    )
+
+    def clean_expires_at(self):
+        expires_at = self.cleaned_data["expires_at"]
+        if expires_at is not None and expires_at <= timezone.now():
+            raise forms.ValidationError("The expiry must be in the future.")
+        return expires_at
+
+
+API_KEY_FORM_TOKEN = OneTimeFormToken("api-key-create")
+
+
+@admin.register(Agent)
+class AgentAdmin(ServiceSavedAdmin, PlangateModelAdmin):
+    form = AgentForm
+    list_display = [
+        "name",
+        "team",
+        "policy",
+        "active_version",
+        "is_active",
+        "key_count",
+        "created",
+    ]
+    list_filter = [
+        "is_active",
+        ("policy", admin.RelatedOnlyFieldListFilter),
+        ("team", admin.RelatedOnlyFieldListFilter),
+    ]
+    search_fields = ["name", "=id"]
+    list_select_related = ["team", "policy"]
+    autocomplete_fields = ["policy"]
+    inlines = [ApiKeyInline]
+    ordering = ["team", "name"]
+    created = datetime_column("created_at", "created")
+    actions = ["create_api_key"]
+    change_form_template = "admin/members/agent/change_form.html"
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                **active_version_annotations("policy_id"),
+                usable_keys=Count(
+                    "api_keys",
+                    filter=ApiKeyQuerySet.usable_condition(timezone.now(), through="api_keys"),
+                ),
+            )
+        )
+
+    def get_fields(self, request, obj=None):
+        return ["team", "name", "policy", "is_active"] + (["id", "created_at"] if obj else [])
+
+    def get_readonly_fields(self, request, obj=None):
+        # An agent keeps its team: its plans and keys were issued there.
+        return ["id", "created_at", "team"] if obj else []
+
+    @admin.display(description="active policy version")
+    def active_version(self, agent: Agent) -> str:
+        if agent.active_version_id is None:
+            return "none published"
+        url = reverse("admin:policies_policyversion_change", args=[agent.active_version_id])
+        return format_html('<a href="{}">v{}</a>', url, agent.active_version_number)
+
+    @admin.display(description="usable keys", ordering="usable_keys")
+    def key_count(self, agent: Agent) -> int:
+        return agent.usable_keys
+
+    def has_add_key_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm("members.add_apikey")
+
+    @admin.action(description="Create an API key for the selected agent", permissions=["add_key"])
+    def create_api_key(self, request: HttpRequest, queryset):
+        agents = list(queryset[:2])
+        if len(agents) != 1:
+            self.message_user(
+                request, "Select exactly one agent to create an API key for.", messages.WARNING
+            )
+            return None
+        return HttpResponseRedirect(
+            reverse("admin:members_agent_create_api_key", args=[quote(agents[0].pk)])
+        )
+
+    def get_urls(self):
+        return [
+            path(
+                "<path:object_id>/api-keys/new/",
+                self.admin_site.admin_view(self.api_key_create_view),
+                name="members_agent_create_api_key",
+            ),
+            *super().get_urls(),
+        ]
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        context["can_create_api_key"] = obj is not None and self.has_add_key_permission(request)
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def api_key_create_view(self, request: HttpRequest, object_id: str):
+        agent = self.get_object(request, unquote(object_id))
+        if agent is None:
+            raise Http404(f"No agent with id {object_id!r}.")
+        if not self.has_add_key_permission(request):
+            raise PermissionDenied
+        agent_url = reverse("admin:members_agent_change", args=[quote(agent.pk)])
+        form = ApiKeyCreateForm(request.POST if request.method == "POST" else None)
+        if request.method == "POST" and form.is_valid():
+            if not API_KEY_FORM_TOKEN.consume(request, request.POST.get("once")):
+                self.message_user(
+                    request,
+                    "That form was already used. An API key is shown only once, when it is "
+                    "created; create another one if it was lost.",
+                    messages.WARNING,
+                )
+                return HttpResponseRedirect(agent_url)
+            with transaction.atomic():
+                api_key, plaintext = api_key_create(
+                    agent=agent,
+                    name=form.cleaned_data["name"],
+                    expires_at=form.cleaned_data["expires_at"],
+                )
+                self.log_addition(request, api_key, f"Created API key {api_key.prefix}.")
+                self.log_change(request, agent, f"Created API key {api_key.prefix}.")
+            response = TemplateResponse(
+                request,
+                "admin/members/agent/api_key_created.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "title": f"API key for {agent.name}",
+                    "opts": self.opts,
+                    "original": agent,
+                    "agent_url": agent_url,
+                    "api_key": api_key,
+                    "plaintext": plaintext,
+                },
+            )
+            # Shown once: no cache, no history copy, no back-button replay from cache.
+            response["Cache-Control"] = "no-store"
+            return response
+        return TemplateResponse(
+            request,
+            "admin/members/agent/api_key_create.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": f"Create an API key for {agent.name}",
+                "opts": self.opts,
+                "original": agent,
+                "agent_url": agent_url,
+                "form": form,
+                "once": API_KEY_FORM_TOKEN.issue(request),
+            },
+        )
+
+
+class ApiKeyStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("active", "active"), ("revoked", "revoked"), ("expired", "expired")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "active":
+            return queryset.usable(timezone.now())
+        if self.value() == "revoked":
+            return queryset.revoked()
+        if self.value() == "expired":
+            return queryset.expired(timezone.now())
+        return queryset
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
+    """Browsable and revocable; created only from the agent's page ("Create API key" shows
+    the secret once), never edited; revoked keys stay, for the record."""
+
+    list_display = [
+        "prefix",
+        "name",
+        "agent",
+        "created",
+        "last_used",
+        "expires",
+        "revoked",
+        "state",
+    ]
+    list_filter = [ApiKeyStateFilter, ("agent", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["lookup_id", "name", "agent__name"]
+    list_select_related = ["agent"]
+    fields = ["prefix", "name", "agent", "created_at", "last_used_at", "expires_at", "revoked_at"]
+    readonly_fields = fields
+    actions = ["revoke_api_keys"]
+    object_actions = {"revoke_api_keys": "Revoke this key"}
+    created = datetime_column("created_at", "created")
+    last_used = datetime_column("last_used_at", "last used")
+    expires = datetime_column("expires_at", "expires")
+    revoked = datetime_column("revoked_at", "revoked")
+
+    def has_revoke_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm("members.change_apikey")
+
+    @admin.display(description="prefix", ordering="lookup_id")
+    def prefix(self, api_key: ApiKey) -> str:
+        return format_html("<code>{}</code>", api_key.prefix)
+
+    @admin.display(description="state")
+    def state(self, api_key: ApiKey) -> str:
+        return api_key.state()
+
+    def object_action_available(self, obj: ApiKey, action_name: str) -> bool:
+        return not obj.is_revoked()
+
+    @admin.action(description="Revoke selected API keys", permissions=["revoke"])
+    def revoke_api_keys(self, request: HttpRequest, queryset):
+        queryset = queryset.select_related("agent")
+        confirmation = confirm_action(
+            self,
+            request,
+            queryset,
+            action="revoke_api_keys",
+            title="Revoke API keys",
+            question="Revoke these API keys? Every request made with them is refused from now on.",
+            button="Yes, revoke",
+            warning="This cannot be undone: the agent needs a new key.",
+        )
+        if confirmation is not None:
+            return confirmation
+        revoked = []
+        with transaction.atomic():
+            for api_key in queryset.filter(revoked_at__isnull=True):
+                api_key_revoke(api_key=api_key)
+                self.log_change(request, api_key, "Revoked.")
+                self.log_change(request, api_key.agent, f"Revoked API key {api_key.prefix}.")
+                revoked.append(api_key.prefix)
+        if revoked:
+            self.message_user(request, f"Revoked {', '.join(revoked)}.")
+        else:
+            self.message_user(request, "The selected keys were already revoked.", messages.INFO)
+        return redirect_after_action(request)

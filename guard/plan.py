@@ -1,3 +1,4 @@
+# Over 400 lines on purpose: one concern, the plan schema, whose parts share its limits.
 """The plan document (version 1): validation, normalisation, hashing, JSON Schema and a
 compiled form that answers "which steps does this call match?" in microseconds."""
 

@@ -1,3 +1,4 @@
+# Over 400 lines on purpose: the Guard facade, whose methods are the public API.
 """The agent-side guard: declare a plan, then decide every tool call locally.
 
     from guard import Guard

@@ -14,11 +14,8 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from controlplane.admin_base import (
-    PlangateModelAdmin,
-    admin_link,
-    datetime_column,
-)
+from controlplane.admin_base import PlangateModelAdmin
+from controlplane.admin_widgets import admin_link, datetime_column
 
 from . import admin_agents  # noqa: F401  (registers AgentAdmin, ApiKeyAdmin)
 from .forms import MemberForm, ServiceSavedAdmin

@@ -20,14 +20,9 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from controlplane.admin_base import (
-    OneTimeFormToken,
-    PlangateModelAdmin,
-    ReadOnlyPermissions,
-    confirm_action,
-    datetime_column,
-    redirect_after_action,
-)
+from controlplane.admin_actions import OneTimeFormToken, confirm_action, redirect_after_action
+from controlplane.admin_base import PlangateModelAdmin, ReadOnlyPermissions
+from controlplane.admin_widgets import datetime_column
 from policies.models import active_version_annotations
 
 from .forms import AgentForm, ServiceSavedAdmin
@@ -286,13 +281,14 @@ class ApiKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
         return not obj.is_revoked()
 
     @admin.action(description="Revoke selected API keys", permissions=["revoke"])
-    def revoke_api_keys(self, request: HttpRequest, queryset):
+    def revoke_api_keys(self, request: HttpRequest, queryset, next_url: str = ""):
         queryset = queryset.select_related("agent")
         confirmation = confirm_action(
             self,
             request,
             queryset,
             action="revoke_api_keys",
+            next_url=next_url,
             title="Revoke API keys",
             question="Revoke these API keys? Every request made with them is refused from now on.",
             button="Yes, revoke",

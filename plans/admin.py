@@ -17,15 +17,10 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from controlplane.admin_base import (
-    PlangateModelAdmin,
-    ReadOnlyPermissions,
-    TextInputFilter,
-    admin_link,
-    confirm_action,
-    datetime_column,
-    redirect_after_action,
-)
+from controlplane.admin_actions import confirm_action, redirect_after_action
+from controlplane.admin_base import PlangateModelAdmin, ReadOnlyPermissions
+from controlplane.admin_widgets import TextInputFilter, admin_link, datetime_column
+from controlplane.json_format import pretty_json
 from members.models import email_normalize
 
 from . import admin_keys  # noqa: F401  (registers SigningKeyAdmin)
@@ -33,7 +28,6 @@ from .admin_display import (
     blocked_attempts,
     displayed_plan,
     plan_display_status,
-    pretty_json,
     status_badge,
     step_reports,
 )
@@ -120,12 +114,13 @@ class PlanAdmin(ReadOnlyAdmin):
         return obj.status == Plan.Status.ACTIVE and not obj.is_expired()
 
     @admin.action(description="Revoke selected plans", permissions=["revoke"])
-    def revoke_plans(self, request: HttpRequest, queryset):
+    def revoke_plans(self, request: HttpRequest, queryset, next_url: str = ""):
         confirmation = confirm_action(
             self,
             request,
             queryset,
             action="revoke_plans",
+            next_url=next_url,
             title="Revoke plans",
             question=(
                 "Revoke these plans? Their next refresh answers 410 plan_revoked and the "

@@ -8,7 +8,6 @@ message renders (unknown ones as raw JSON) and never raises.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 
@@ -16,7 +15,7 @@ from django.db.models import Count
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from controlplane.admin_base import readable_json
+from controlplane.json_format import compact_json, pretty_json
 from guard.decisions import Decision
 from guard.plan import DEFAULT_MAX_CALLS
 
@@ -34,20 +33,6 @@ OPERATOR_LABELS = {
     "lte": "≤",
     "gte": "≥",
 }
-
-
-def compact_json(value: object) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def pretty_json(value: object) -> str:
-    try:
-        return readable_json(value)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def constraints_html(args: object) -> SafeString:

@@ -17,13 +17,9 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from controlplane.admin_base import (
-    PlangateModelAdmin,
-    ReadOnlyPermissions,
-    confirm_action,
-    datetime_column,
-    redirect_after_action,
-)
+from controlplane.admin_actions import confirm_action, redirect_after_action
+from controlplane.admin_base import PlangateModelAdmin, ReadOnlyPermissions
+from controlplane.admin_widgets import datetime_column
 from controlplane.problems import DomainError
 
 from . import keys
@@ -136,12 +132,13 @@ class SigningKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
         )
 
     @admin.action(description="Revoke selected signing keys", permissions=["manage"])
-    def revoke_signing_keys(self, request: HttpRequest, queryset):
+    def revoke_signing_keys(self, request: HttpRequest, queryset, next_url: str = ""):
         confirmation = confirm_action(
             self,
             request,
             queryset,
             action="revoke_signing_keys",
+            next_url=next_url,
             title="Revoke signing keys",
             question=(
                 "Revoke these keys? They leave the JWKS at once, so guards stop accepting "

@@ -17,15 +17,14 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from controlplane.admin_base import (
+from controlplane.admin_base import PlangateModelAdmin, ReadOnlyPermissions
+from controlplane.admin_widgets import (
     MonospaceJSONTextarea,
-    PlangateModelAdmin,
-    ReadOnlyPermissions,
     admin_link,
     admin_links,
     datetime_column,
-    readable_json,
 )
+from controlplane.json_format import readable_json
 from controlplane.problems import Code, DomainError
 from members.forms import ServiceModelForm, ServiceSavedAdmin
 from members.models import Agent

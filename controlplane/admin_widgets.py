@@ -1,0 +1,89 @@
+"""Small pieces the admin pages are drawn with: links to other rows, a date-time column, a
+typed-in list filter and a textarea for JSON documents.
+
+It imports no model at import time: the admin site is loaded while the app registry is
+still being populated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.contrib.admin.utils import quote
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+
+
+def admin_link(obj: Any, text: object | None = None) -> str:
+    """A link to ``obj``'s admin page (escaped), or its text when it has none."""
+    if obj is None:
+        return "—"
+    opts = obj._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[quote(obj.pk)])
+    return format_html('<a href="{}">{}</a>', url, obj if text is None else text)
+
+
+def admin_links(objects: Iterable[Any], empty: str = "—") -> str:
+    links = format_html_join(", ", "{}", ((admin_link(obj),) for obj in objects))
+    return links or empty
+
+
+class MonospaceJSONTextarea(forms.Textarea):
+    def __init__(self, attrs: dict | None = None) -> None:
+        defaults = {
+            "rows": 24,
+            "cols": 100,
+            "class": "vLargeTextField plangate-json",
+            "spellcheck": "false",
+            "autocomplete": "off",
+            "wrap": "off",
+        }
+        super().__init__({**defaults, **(attrs or {})})
+
+
+class TextInputFilter(admin.SimpleListFilter):
+    """A list filter typed into a box instead of picked from a list that could hold
+    thousands of choices (every member of a big team)."""
+
+    template = "admin/plangate/input_filter.html"
+    placeholder = ""
+
+    def lookups(self, request, model_admin):
+        # SimpleListFilter shows only when it has lookups; the box needs none.
+        return [("", "")]
+
+    def choices(self, changelist):
+        yield {
+            "parameter_name": self.parameter_name,
+            "value": self.value() or "",
+            "placeholder": self.placeholder,
+            "hidden": [
+                (name, value)
+                for name, value in changelist.params.items()
+                if name != self.parameter_name
+            ],
+            "clear_url": changelist.get_query_string(remove=[self.parameter_name]),
+        }
+
+
+def datetime_column(field_name: str, description: str):
+    """A list column showing a date-time as ``2026-11-30 09:13`` (UTC), full value on hover:
+    Django's default ("Nov. 30, 2026, 9:13 a.m.") makes wide tables wider."""
+
+    @admin.display(description=description, ordering=field_name)
+    def column(self, obj) -> str:
+        value = getattr(obj, field_name)
+        if value is None:
+            return "—"
+        local = timezone.localtime(value)
+        return format_html(
+            '<span title="{}" class="plangate-nowrap">{}</span>',
+            local.isoformat(),
+            local.strftime("%Y-%m-%d %H:%M"),
+        )
+
+    return column

@@ -109,7 +109,7 @@ class DomainError(Exception):
             self.code = Code(code)
         except ValueError:
             raise ValueError(f"unknown problem code {code!r}") from None
-        self.detail = detail or PROBLEMS[code].title
+        self.detail = detail or PROBLEMS[self.code].title
         self.errors = list(errors)
         self.headers = headers or {}
         super().__init__(f"{code}: {self.detail}")
@@ -225,7 +225,7 @@ def to_domain_error(exc: Exception) -> DomainError | None:
     if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
         return DomainError("invalid_api_key", str(exc.detail))
     if isinstance(exc, drf_exceptions.Throttled):
-        wait = max(1, int(exc.wait or 1))
+        wait = max(1, int(exc.wait or 1))  # type: ignore[attr-defined]  # DRF sets it; the stubs omit it
         return DomainError(
             "throttled",
             f"Rate limit reached; retry in {wait} s.",
@@ -269,8 +269,9 @@ def _wants_problem(request: HttpRequest) -> bool:
 
 
 def _plain_problem(request: HttpRequest, code: str, detail: str | None = None) -> JsonResponse:
-    body = problem_body(code, detail or PROBLEMS[code].title, instance=request.path)
-    return JsonResponse(body, status=PROBLEMS[code].status, content_type=PROBLEM_CONTENT_TYPE)
+    problem = PROBLEMS[Code(code)]
+    body = problem_body(code, detail or problem.title, instance=request.path)
+    return JsonResponse(body, status=problem.status, content_type=PROBLEM_CONTENT_TYPE)
 
 
 def _error_response(request: HttpRequest, error: DomainError) -> HttpResponse:
@@ -289,7 +290,8 @@ def _error_response(request: HttpRequest, error: DomainError) -> HttpResponse:
     return response
 
 
-def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+# Django always passes the exception to its error handlers.
+def handler400(request: HttpRequest, exception: Exception) -> HttpResponse:
     # Django reports a body over DATA_UPLOAD_MAX_MEMORY_SIZE as a SuspiciousOperation (400).
     if isinstance(exception, RequestDataTooBig):
         return _error_response(request, payload_too_large_error())
@@ -298,7 +300,7 @@ def handler400(request: HttpRequest, exception: Exception | None = None) -> Http
     return defaults.bad_request(request, exception)
 
 
-def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+def handler403(request: HttpRequest, exception: Exception) -> HttpResponse:
     if _wants_problem(request):
         return _plain_problem(request, "permission_denied")
     return defaults.permission_denied(request, exception)

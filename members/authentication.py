@@ -4,6 +4,8 @@ exactly, across every worker process."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
@@ -17,6 +19,20 @@ from .models import Agent, ApiKey
 from .services import api_key_authenticate
 
 AUTH_FAILURE_SCOPE = "auth_failure"
+
+
+def request_agent(request: Request) -> Agent:
+    """The calling agent of a view authenticated by ApiKeyAuthentication.
+
+    DRF types ``request.user`` as Django's user; on these views it is the Agent that
+    ``ApiKeyAuthentication.authenticate`` returned, and IsAuthenticated has refused the rest.
+    """
+    return cast(Agent, request.user)
+
+
+def request_api_key(request: Request) -> ApiKey | None:
+    """The ApiKey the calling agent authenticated with (None when unauthenticated)."""
+    return cast(ApiKey | None, request.auth)
 
 
 def _client_address(request: Request) -> str:
@@ -53,10 +69,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             if not failure.allowed:
                 raise exceptions.Throttled(wait=failure.retry_after) from None
             raise
-        agent = api_key.agent
-        # DRF's IsAuthenticated reads this attribute.
-        agent.is_authenticated = True
-        return agent, api_key
+        return api_key.agent, api_key
 
     def _api_key(self, header: str) -> ApiKey:
         scheme, _, credential = header.partition(" ")

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from django import forms
+from django.contrib import admin
 from django.db import router, transaction
 from django.db.models import Model
 from django.http import HttpRequest, HttpResponse
@@ -26,8 +27,9 @@ class ServiceModelForm(forms.ModelForm):
     def save_through_service(self) -> Model:
         raise NotImplementedError
 
+    # A private BaseModelForm hook (run after clean()); the stubs leave it out.
     def _post_clean(self) -> None:
-        super()._post_clean()
+        super()._post_clean()  # type: ignore[misc]
         if self.errors:
             return
         try:
@@ -47,8 +49,10 @@ class ServiceModelForm(forms.ModelForm):
         return name if name in self.fields else None
 
 
-class ServiceSavedAdmin:
-    """For a ModelAdmin whose form is a ServiceModelForm: the form already saved the object."""
+class ServiceSavedAdmin(admin.ModelAdmin):
+    """For a ModelAdmin whose form is a ServiceModelForm: the form already saved the object.
+
+    Listed before the project's admin base, so its methods come first."""
 
     def save_model(self, request: HttpRequest, obj: Model, form: forms.ModelForm, change: bool):
         pass

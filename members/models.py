@@ -128,6 +128,9 @@ class Member(models.Model):
 
 class Agent(models.Model):
     team_path: ClassVar[str] = "team"
+    # DRF's IsAuthenticated reads this from request.user; an Agent is only ever there
+    # because ApiKeyAuthentication put it there, as Django's User answers True.
+    is_authenticated: ClassVar[bool] = True
 
     id = models.CharField(primary_key=True, max_length=26, default=new_ulid, editable=False)
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="agents")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Set as AbstractSet
 
 from django.conf import settings
 from django.http import HttpResponse
@@ -18,6 +19,7 @@ from rest_framework.views import APIView
 from controlplane.problems import DomainError
 from guard.errors import FieldError
 from guard.events import EVENT_BATCH_KEYS
+from members.authentication import request_agent, request_api_key
 from members.models import Agent
 from members.services import agent_require_active, api_key_touch
 
@@ -44,7 +46,7 @@ from .services import (
 )
 
 
-def parse_body(request: Request, *, required: set[str], optional: set[str]) -> dict:
+def parse_body(request: Request, *, required: AbstractSet[str], optional: AbstractSet[str]) -> dict:
     """The JSON body as an object with exactly the allowed keys, or ``invalid_request``.
 
     Unknown keys are refused rather than ignored: a misspelt field must never pass silently.
@@ -83,12 +85,13 @@ class AgentAPIView(APIView):
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         super().initial(request, *args, **kwargs)
-        agent_require_active(agent=request.user)
+        agent_require_active(agent=request_agent(request))
 
     def finalize_response(self, request: Request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
-        if response.status_code < 400 and request.auth is not None:
-            api_key_touch(api_key=request.auth)
+        api_key = request_api_key(request)
+        if response.status_code < 400 and api_key is not None:
+            api_key_touch(api_key=api_key)
         return response
 
 
@@ -124,8 +127,10 @@ class PlanCreateView(AgentAPIView):
     )
     def post(self, request: Request) -> Response:
         data = parse_body(request, required={"plan"}, optional={"ttl"})
-        issued = plan_issue(agent=request.user, document=data["plan"], ttl=parse_ttl(data))
-        return Response(_token_body(issued, request.user), status=201)
+        issued = plan_issue(
+            agent=request_agent(request), document=data["plan"], ttl=parse_ttl(data)
+        )
+        return Response(_token_body(issued, request_agent(request)), status=201)
 
 
 class PlanRefreshView(AgentAPIView):
@@ -154,9 +159,9 @@ class PlanRefreshView(AgentAPIView):
                 errors=[FieldError("token", "expected a string")],
             )
         issued = plan_refresh(
-            agent=request.user, plan_id=plan_id, token=data["token"], ttl=parse_ttl(data)
+            agent=request_agent(request), plan_id=plan_id, token=data["token"], ttl=parse_ttl(data)
         )
-        return Response(_token_body(issued, request.user))
+        return Response(_token_body(issued, request_agent(request)))
 
 
 def _iso(value) -> str | None:
@@ -206,7 +211,7 @@ class PlanDetailView(AgentAPIView):
         },
     )
     def get(self, request: Request, plan_id: str) -> Response:
-        plan = plan_get_for_agent(agent=request.user, plan_id=plan_id)
+        plan = plan_get_for_agent(agent=request_agent(request), plan_id=plan_id)
         return Response(plan_detail_body(plan))
 
 
@@ -226,7 +231,7 @@ class PlanEventsView(AgentAPIView):
     )
     def post(self, request: Request, plan_id: str) -> Response:
         data = parse_body(request, required=set(), optional=EVENT_BATCH_KEYS)
-        recorded = plan_events_record(agent=request.user, plan_id=plan_id, batch=data)
+        recorded = plan_events_record(agent=request_agent(request), plan_id=plan_id, batch=data)
         return Response(
             {
                 "events": recorded.events,

@@ -4,6 +4,8 @@ validate, with the same limits these serializers publish."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import (
@@ -47,7 +49,8 @@ def _openapi_30(schema: object) -> object:
     return converted
 
 
-@extend_schema_field(_openapi_30(plan_json_schema()))
+# The plan schema is an object, so its conversion is one too.
+@extend_schema_field(cast(dict[str, Any], _openapi_30(plan_json_schema())))
 class PlanDocumentField(serializers.JSONField):
     """The plan document; the server validates it with guard.plan.validate_plan."""
 

@@ -16,6 +16,7 @@ import base64
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
@@ -297,11 +298,13 @@ def signing_key_revoke(*, kid: str, now: datetime | None = None) -> RevocationRe
         if key is None:
             raise DomainError("not_found", f"No signing key {kid}.")
         if key.state == State.REVOKED:
-            active = (
+            signing = (
                 SigningKey.objects.filter(state=State.ACTIVE).values_list("kid", flat=True).first()
             )
+            # Set together with the revoked state below, so a revoked key always has it.
+            revoked_at = cast(datetime, key.revoked_at)
             return RevocationResult(
-                kid=kid, previous_state=State.REVOKED, revoked_at=key.revoked_at, signing=active
+                kid=kid, previous_state=State.REVOKED, revoked_at=revoked_at, signing=signing
             )
         now = now or timezone.now()
         previous_state = key.state

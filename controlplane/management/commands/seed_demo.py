@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from typing import TypedDict
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import check_password
@@ -56,7 +57,16 @@ DEMO_POLICY = {
     ],
 }
 DEMO_MEMBER = "alice@acme.dev"
-DEMO_MEMBERS = [
+
+
+class DemoMember(TypedDict):
+    email: str
+    name: str
+    role: str
+    groups: list[str]
+
+
+DEMO_MEMBERS: list[DemoMember] = [
     {"email": DEMO_MEMBER, "name": "Alice Example", "role": "engineer", "groups": ["platform"]},
     {
         "email": "sam@acme.dev",

@@ -26,7 +26,9 @@ class Command(BaseCommand):
             self.stdout.write(_dumps(keys))
             return
         published = set(published_keys().values_list("kid", flat=True))
-        rows = [("kid", "state", "created", "activated", "retired", "revoked", "in JWKS")]
+        rows: list[tuple[str, ...]] = [
+            ("kid", "state", "created", "activated", "retired", "revoked", "in JWKS")
+        ]
         for key in keys:
             rows.append(
                 (

@@ -14,7 +14,7 @@ import logging
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from rest_framework.throttling import BaseThrottle
 
@@ -71,7 +71,8 @@ def login_client_ip(request: HttpRequest) -> str | None:
     client address as the API's rate limits, DRF's, which is REMOTE_ADDR unless
     ``PLANGATE_NUM_PROXIES`` trusted proxies write X-Forwarded-For. A header no trusted
     proxy overwrites is never believed: a client could dodge the lock by changing it."""
-    return BaseThrottle().get_ident(request) or None
+    # get_ident reads only request.META, which a Django request has too.
+    return BaseThrottle().get_ident(request) or None  # type: ignore[arg-type]
 
 
 def _cool_off_minutes() -> int:
@@ -87,7 +88,7 @@ def login_lockout_response(request: HttpRequest, original_response=None, credent
         "failure_limit": settings.AXES_FAILURE_LIMIT,
         "cool_off_minutes": _cool_off_minutes(),
     }
-    response: HttpResponse = TemplateResponse(request, "axes/lockout.html", context, status=429)
+    response = TemplateResponse(request, "axes/lockout.html", context, status=429)
     response["Retry-After"] = str(int(settings.AXES_COOLOFF_TIME.total_seconds()))
     return response.render()
 

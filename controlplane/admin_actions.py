@@ -23,9 +23,9 @@ from django.urls import path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 
-class ObjectActionsMixin:
-    """For a ``ModelAdmin``: disallowed actions answer 403, and the actions named in
-    ``object_actions`` are also offered on an object's page.
+class ObjectActionsMixin(admin.ModelAdmin):
+    """For a ``ModelAdmin`` (listed before it among the bases): disallowed actions answer
+    403, and the actions named in ``object_actions`` are also offered on an object's page.
 
     An object action is reached by GET on ``<id>/<action>/``; the view calls the action
     with ``next_url=`` (the page to go back to), which the action hands to

@@ -9,8 +9,13 @@ still being populated.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from django.db.models import QuerySet
 from django.http import HttpRequest
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 def team_path_of(model: type) -> str | None:
@@ -24,7 +29,8 @@ _TEAM_IDS_ATTRIBUTE = "_plangate_team_ids"
 
 def user_team_ids(request: HttpRequest) -> list[int] | None:
     """The ids of the teams the user manages, or None for a superuser (every team)."""
-    user = request.user
+    # The admin lets in signed-in staff only, so this is never the AnonymousUser.
+    user = cast("User", request.user)
     if user.is_superuser:
         return None
     cached = getattr(request, _TEAM_IDS_ATTRIBUTE, None)

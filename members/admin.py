@@ -6,6 +6,8 @@ registers them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypedDict
+
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -21,6 +23,17 @@ from . import admin_agents  # noqa: F401  (registers AgentAdmin, ApiKeyAdmin)
 from .forms import MemberForm, ServiceSavedAdmin
 from .models import Group, Member, Role, Team
 from .services import member_disable
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class TeamTotals(TypedDict):
+    """What TeamAdmin.get_queryset annotates each team with."""
+
+    member_total: int
+    agent_total: int
+
 
 MEMBERS_SHOWN = 50
 
@@ -84,11 +97,11 @@ class TeamAdmin(PlangateModelAdmin):
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     @admin.display(description="members", ordering="member_total")
-    def member_count(self, team: Team) -> int:
+    def member_count(self, team: WithAnnotations[Team, TeamTotals]) -> int:
         return team.member_total
 
     @admin.display(description="agents", ordering="agent_total")
-    def agent_count(self, team: Team) -> int:
+    def agent_count(self, team: WithAnnotations[Team, TeamTotals]) -> int:
         return team.agent_total
 
 

@@ -7,6 +7,8 @@ imports this module, so admin autodiscovery registers it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, ClassVar
+
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
@@ -23,18 +25,35 @@ from django.utils.http import urlencode
 from controlplane.admin_actions import OneTimeFormToken, confirm_action, redirect_after_action
 from controlplane.admin_base import PlangateModelAdmin, ReadOnlyPermissions
 from controlplane.admin_widgets import datetime_column
-from policies.models import active_version_annotations
+from policies.models import ActiveVersionAnnotations, active_version_annotations
 
 from .forms import AgentForm, ServiceSavedAdmin
 from .models import Agent, ApiKey, ApiKeyQuerySet
 from .services import api_key_create, api_key_revoke
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class AgentRow(ActiveVersionAnnotations):
+    """What AgentAdmin.get_queryset annotates each agent with."""
+
+    usable_keys: int
 
 
 class ApiKeyInline(ReadOnlyPermissions, admin.TabularInline):
     model = ApiKey
     extra = 0
     can_delete = False
-    fields = ["prefix", "name", "created", "last_used", "expires", "state", "revoke"]
+    fields: ClassVar[tuple[str, ...]] = (
+        "prefix",
+        "name",
+        "created",
+        "last_used",
+        "expires",
+        "state",
+        "revoke",
+    )
     readonly_fields = fields
     created = datetime_column("created_at", "created")
     last_used = datetime_column("last_used_at", "last used")
@@ -127,14 +146,14 @@ class AgentAdmin(ServiceSavedAdmin, PlangateModelAdmin):
         return ["id", "created_at", "team"] if obj else []
 
     @admin.display(description="active policy version")
-    def active_version(self, agent: Agent) -> str:
+    def active_version(self, agent: WithAnnotations[Agent, AgentRow]) -> str:
         if agent.active_version_id is None:
             return "none published"
         url = reverse("admin:policies_policyversion_change", args=[agent.active_version_id])
         return format_html('<a href="{}">v{}</a>', url, agent.active_version_number)
 
     @admin.display(description="usable keys", ordering="usable_keys")
-    def key_count(self, agent: Agent) -> int:
+    def key_count(self, agent: WithAnnotations[Agent, AgentRow]) -> int:
         return agent.usable_keys
 
     def has_add_key_permission(self, request: HttpRequest, obj=None) -> bool:
@@ -257,7 +276,15 @@ class ApiKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
     list_filter = [ApiKeyStateFilter, ("agent", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["lookup_id", "name", "agent__name"]
     list_select_related = ["agent"]
-    fields = ["prefix", "name", "agent", "created_at", "last_used_at", "expires_at", "revoked_at"]
+    fields: ClassVar[tuple[str, ...]] = (
+        "prefix",
+        "name",
+        "agent",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+    )
     readonly_fields = fields
     actions = ["revoke_api_keys"]
     object_actions = {"revoke_api_keys": "Revoke this key"}

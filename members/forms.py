@@ -54,7 +54,8 @@ class ServiceSavedAdmin(admin.ModelAdmin):
 
     Listed before the project's admin base, so its methods come first."""
 
-    def save_model(self, request: HttpRequest, obj: Model, form: forms.ModelForm, change: bool):
+    # Typed as loosely as ModelAdmin.save_model, so an admin can name its model and form.
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         pass
 
     def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets, change: bool):

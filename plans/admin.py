@@ -8,6 +8,8 @@ history entry.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.db import transaction
@@ -203,7 +205,7 @@ class PlanTokenAdmin(ReadOnlyAdmin):
     list_filter = ["kind", ("issued_at", admin.DateFieldListFilter)]
     search_fields = ["=plan__id", "=kid", "plan__member__email"]
     list_select_related = ["plan", "policy_version__policy"]
-    fields = [
+    fields: ClassVar[tuple[str, ...]] = (
         "plan_link",
         "kind",
         "kid",
@@ -212,7 +214,7 @@ class PlanTokenAdmin(ReadOnlyAdmin):
         "policy_version_link",
         "role",
         "group_list",
-    ]
+    )
     readonly_fields = fields
     show_full_result_count = False
     issued = datetime_column("issued_at", "issued (iat)")
@@ -243,7 +245,7 @@ class PlanEventAdmin(ReadOnlyAdmin):
     list_filter = ["decision", ("occurred_at", admin.DateFieldListFilter)]
     search_fields = ["=plan__id", "tool"]
     list_select_related = ["plan"]
-    fields = [
+    fields: ClassVar[tuple[str, ...]] = (
         "plan_link",
         "occurred_at",
         "received_at",
@@ -253,7 +255,7 @@ class PlanEventAdmin(ReadOnlyAdmin):
         "reason",
         "args_digest",
         "args",
-    ]
+    )
     readonly_fields = fields
     show_full_result_count = False
     occurred = datetime_column("occurred_at", "when")

@@ -9,6 +9,7 @@ admin autodiscovery registers it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -33,7 +34,7 @@ class SigningKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
     list_display = ["kid", "state_shown", "created", "activated", "retired", "revoked"]
     list_filter = ["state"]
     search_fields = ["=kid"]
-    fields = [
+    fields: ClassVar[tuple[str, ...]] = (
         "kid",
         "state",
         "public_key",
@@ -41,7 +42,7 @@ class SigningKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
         "activated_at",
         "retired_at",
         "revoked_at",
-    ]
+    )
     readonly_fields = fields
     actions = ["revoke_signing_keys"]
     object_actions = {"revoke_signing_keys": "Revoke this key"}

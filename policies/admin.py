@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import difflib
 import json
+from typing import ClassVar, cast
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count, Prefetch
-from django.http import HttpRequest
+from django.http import HttpRequest, QueryDict
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -150,8 +151,10 @@ class PolicyForm(ServiceModelForm):
             # Said once: the form now carries the newer number, so saving again publishes
             # over that version knowingly.
             current = policy_active_version(policy=self.instance)
-            self.data = self.data.copy()
-            self.data[self.add_prefix("base_version")] = str(current.number if current else "")
+            # A bound admin form's data is the request's (immutable) QueryDict.
+            data = cast(QueryDict, self.data).copy()
+            data[self.add_prefix("base_version")] = str(current.number if current else "")
+            self.data = data
             self.add_error("document", [error.detail for error in exc.errors])
             return
         super().add_domain_error(exc)
@@ -246,17 +249,20 @@ class PolicyAdmin(ServiceSavedAdmin, PlangateModelAdmin):
         )
 
     def get_form(self, request: HttpRequest, obj=None, change=False, **kwargs):
-        form = super().get_form(request, obj, change=change, **kwargs)
-        form.created_by = request.user.get_username()  # a class built for this request
+        # A subclass of self.form, PolicyForm, built for this request.
+        form = cast(type[PolicyForm], super().get_form(request, obj, change=change, **kwargs))
+        form.created_by = request.user.get_username()
         return form
 
     def save_model(self, request: HttpRequest, obj: Policy, form: PolicyForm, change: bool) -> None:
         # The form's policy_set published (or found the document unchanged); say which.
         version = form.published_version
         if version is None:
+            # Unchanged means equal to the active version, so there is one.
+            current = cast(PolicyVersion, form.current)
             self.message_user(
                 request,
-                f"The document is unchanged: version {form.current.number} stays active.",
+                f"The document is unchanged: version {current.number} stays active.",
                 messages.WARNING,
             )
         else:
@@ -266,8 +272,8 @@ class PolicyAdmin(ServiceSavedAdmin, PlangateModelAdmin):
                 "their next plan or refresh.",
             )
 
-    def construct_change_message(self, request, form: PolicyForm, formsets, add=False):
-        version = form.published_version
+    def construct_change_message(self, request, form: forms.Form, formsets, add=False):
+        version = cast(PolicyForm, form).published_version  # self.form is PolicyForm
         parts = []
         if version is not None:
             parts.append(
@@ -298,7 +304,7 @@ class PolicyVersionAdmin(ReadOnlyPermissions, PlangateModelAdmin):
     list_filter = [("policy", admin.RelatedOnlyFieldListFilter), "created_at"]
     search_fields = ["policy__slug", "=hash", "comment", "created_by"]
     list_select_related = ["policy", "policy__team"]
-    fields = [
+    fields: ClassVar[tuple[str, ...]] = (
         "policy_link",
         "number",
         "hash",
@@ -308,7 +314,7 @@ class PolicyVersionAdmin(ReadOnlyPermissions, PlangateModelAdmin):
         "neighbours",
         "changes",
         "document_pretty",
-    ]
+    )
     readonly_fields = fields
     show_full_result_count = False
     published = datetime_column("created_at", "published")
@@ -336,7 +342,7 @@ class PolicyVersionAdmin(ReadOnlyPermissions, PlangateModelAdmin):
             .order_by("number")
             .first()
         )
-        parts = []
+        parts: list[str] = []
         if previous:
             parts.append(format_html("← {}", admin_link(previous, f"v{previous.number}")))
         if following:

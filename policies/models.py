@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Self
+from typing import ClassVar, Self, TypedDict
 
 from django.db import models
 from django.db.models import OuterRef, Subquery
@@ -14,6 +14,13 @@ class PolicyVersionQuerySet(models.QuerySet["PolicyVersion"]):
         newest. Every read of "the active version" starts here."""
         policy_id = policy.pk if isinstance(policy, Policy) else policy
         return self.filter(policy_id=policy_id).order_by("-number")
+
+
+class ActiveVersionAnnotations(TypedDict):
+    """What ``active_version_annotations`` adds to each row, for type hints."""
+
+    active_version_id: int | None
+    active_version_number: int | None
 
 
 def active_version_annotations(policy_field: str = "pk") -> dict[str, Subquery]:

@@ -10,6 +10,8 @@ loaded while the app registry is still being populated.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -63,7 +65,8 @@ class PlangateModelAdmin(ObjectActionsMixin, admin.ModelAdmin):
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict:
-        initial = super().get_changeform_initial_data(request)
+        # A form's initial data takes any value; Django's own comes from the query string.
+        initial: dict[str, Any] = dict(super().get_changeform_initial_data(request))
         team_ids = user_team_ids(request)
         if team_path_of(self.model) == "team" and team_ids is not None and len(team_ids) == 1:
             initial.setdefault("team", team_ids[0])

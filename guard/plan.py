@@ -356,9 +356,9 @@ class CompiledPlan:
         # Many steps for one tool: narrow them by an argument they pin with `eq`.
         self._indexes: dict[str, EqIndex] = {}
         for tool, indexes in self._candidates.items():
-            index = EqIndex.build([(step, steps[step].get("args")) for step in indexes])
-            if index is not None:
-                self._indexes[tool] = index
+            eq_index = EqIndex.build([(step, steps[step].get("args")) for step in indexes])
+            if eq_index is not None:
+                self._indexes[tool] = eq_index
         self.max_calls: tuple[int, ...] = tuple(
             step.get("maxCalls", DEFAULT_MAX_CALLS) for step in steps
         )

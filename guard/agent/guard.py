@@ -231,12 +231,13 @@ class Guard:
             if self._auto_refresh:
                 self._refresher.start()
             self._refresher.wake()
+        policy = body.get("policy")
         return DeclaredPlan(
             plan_id=plan_id,
             plan_hash=document_hash,
             plan=document,
             expires_at=token.expires_at,
-            policy=body.get("policy") if isinstance(body.get("policy"), dict) else {},
+            policy=policy if isinstance(policy, dict) else {},
             report_arguments=state.report_arguments,
         )
 

@@ -42,7 +42,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # the API docs' Redoc bundle, served from our static files
     "axes",  # admin login lockout after repeated failures
     "csp",
-    "controlplane",
+    "kernel",
     "members",
     "policies",
     "plans",
@@ -51,7 +51,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
-    "controlplane.middleware.RejectNulMiddleware",
+    "kernel.middleware.RejectNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -125,7 +125,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Rate-limit counters live in this cache when it is Redis (CACHE_URL=redis://...), and in
 # the database otherwise, so a limit holds across every worker process either way
-# (controlplane/ratelimit.py).
+# (kernel/ratelimit.py).
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -189,8 +189,8 @@ REST_FRAMEWORK = {
     # Client addresses: REMOTE_ADDR, or X-Forwarded-For as written by this many proxies.
     "NUM_PROXIES": env.int("PLANGATE_NUM_PROXIES", default=0),
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["controlplane.parsers.JSONParser"],
-    "EXCEPTION_HANDLER": "controlplane.problems.exception_handler",
+    "DEFAULT_PARSER_CLASSES": ["kernel.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "kernel.problems.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
@@ -208,7 +208,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "controlplane.openapi.problem_responses",  # every refusal is problem+json
+        "kernel.openapi.problem_responses",  # every refusal is problem+json
     ],
 }
 

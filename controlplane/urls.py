@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 
-from . import api
+from . import probes
 
 # Redoc from our static files (SPECTACULAR_SETTINGS["REDOC_DIST"] = "SIDECAR"), in a page with
 # no inline script and no web font from another origin. Redoc's styled-components add
@@ -20,14 +20,14 @@ api_docs = csp_update({"style-src": [NONCE, *REDOC_STYLE_HASHES]})(
     SpectacularRedocView.as_view(url_name="schema", template_name="plangate/api_docs.html")
 )
 
-handler400 = "controlplane.problems.handler400"
-handler403 = "controlplane.problems.handler403"
-handler404 = "controlplane.problems.handler404"
-handler500 = "controlplane.problems.handler500"
+handler400 = "kernel.problems.handler400"
+handler403 = "kernel.problems.handler403"
+handler404 = "kernel.problems.handler404"
+handler500 = "kernel.problems.handler500"
 
 urlpatterns = [
-    path("healthz", api.healthz, name="healthz"),
-    path("readyz", api.readyz, name="readyz"),
+    path("healthz", probes.healthz, name="healthz"),
+    path("readyz", probes.readyz, name="readyz"),
     path("v1/schema", SpectacularAPIView.as_view(), name="schema"),
     path("v1/docs", api_docs, name="docs"),
     path("v1/", include("plans.urls")),

@@ -16,11 +16,12 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from controlplane.admin_base import PlangateModelAdmin
-from controlplane.admin_widgets import admin_link, datetime_column
+from kernel.admin_base import PlangateModelAdmin
+from kernel.admin_forms import ServiceSavedAdmin
+from kernel.admin_widgets import admin_link, datetime_column
 
 from . import admin_agents  # noqa: F401  (registers AgentAdmin, ApiKeyAdmin)
-from .forms import MemberForm, ServiceSavedAdmin
+from .forms import MemberForm
 from .models import Group, Member, Role, Team
 from .services import member_disable
 

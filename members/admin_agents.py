@@ -22,12 +22,13 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from controlplane.admin_actions import OneTimeFormToken, confirm_action, redirect_after_action
-from controlplane.admin_base import PlangateModelAdmin, ReadOnlyPermissions
-from controlplane.admin_widgets import datetime_column
+from kernel.admin_actions import OneTimeFormToken, confirm_action, redirect_after_action
+from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
+from kernel.admin_forms import ServiceSavedAdmin
+from kernel.admin_widgets import datetime_column
 from policies.models import ActiveVersionAnnotations, active_version_annotations
 
-from .forms import AgentForm, ServiceSavedAdmin
+from .forms import AgentForm
 from .models import Agent, ApiKey, ApiKeyQuerySet
 from .services import api_key_create, api_key_revoke
 

@@ -1,5 +1,5 @@
 """DRF authentication by ``Authorization: Bearer pg_...``, a limit on failed attempts per
-client address, and a rate limit per API key. Both limits count in controlplane.ratelimit,
+client address, and a rate limit per API key. Both limits count in kernel.ratelimit,
 exactly, across every worker process."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
-from controlplane.problems import DomainError
-from controlplane.ratelimit import rate_limit_hit, rate_limit_peek, rate_parse
+from kernel.problems import DomainError
+from kernel.ratelimit import rate_limit_hit, rate_limit_peek, rate_parse
 
 from .models import Agent, ApiKey
 from .services import api_key_authenticate

@@ -19,7 +19,7 @@ def new_ulid() -> str:
 
 class Team(models.Model):
     #: how a row reaches its team, read by the admin's scoping
-    #: (controlplane.admin_scoping.scope_to_teams); "" is the team itself
+    #: (kernel.admin_scoping.scope_to_teams); "" is the team itself
     team_path: ClassVar[str] = ""
 
     slug = models.SlugField(max_length=64, unique=True)

@@ -16,8 +16,8 @@ from django.db import DatabaseError, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from controlplane.problems import Code, DomainError
 from guard.errors import FieldError
+from kernel.problems import Code, DomainError
 
 from .models import Agent, ApiKey, Group, Member, Role, Team, email_normalize
 

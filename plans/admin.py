@@ -19,10 +19,10 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from controlplane.admin_actions import confirm_action, redirect_after_action
-from controlplane.admin_base import PlangateModelAdmin, ReadOnlyPermissions
-from controlplane.admin_widgets import TextInputFilter, admin_link, datetime_column
-from controlplane.json_format import pretty_json
+from kernel.admin_actions import confirm_action, redirect_after_action
+from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
+from kernel.admin_widgets import TextInputFilter, admin_link, datetime_column
+from kernel.json_format import pretty_json
 from members.models import email_normalize
 
 from . import admin_keys  # noqa: F401  (registers SigningKeyAdmin)

@@ -15,9 +15,9 @@ from django.db.models import Count
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from controlplane.json_format import compact_json, pretty_json
 from guard.decisions import Decision
 from guard.plan import DEFAULT_MAX_CALLS
+from kernel.json_format import compact_json, pretty_json
 
 from .models import Plan, PlanDisplayUpdate, PlanEvent
 

@@ -18,10 +18,10 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from controlplane.admin_actions import confirm_action, redirect_after_action
-from controlplane.admin_base import PlangateModelAdmin, ReadOnlyPermissions
-from controlplane.admin_widgets import datetime_column
-from controlplane.problems import DomainError
+from kernel.admin_actions import confirm_action, redirect_after_action
+from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
+from kernel.admin_widgets import datetime_column
+from kernel.problems import DomainError
 
 from . import keys
 from .models import SigningKey

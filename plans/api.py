@@ -16,9 +16,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.problems import DomainError
 from guard.errors import FieldError
 from guard.events import EVENT_BATCH_KEYS
+from kernel.problems import DomainError
 from members.authentication import request_agent, request_api_key
 from members.models import Agent
 from members.services import agent_require_active, api_key_touch

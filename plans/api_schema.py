@@ -28,7 +28,7 @@ from guard.plan import plan_json_schema
 from .models import Plan, PlanToken
 
 # The schema itself (application/problem+json, `Problem`) is added to every error response
-# by controlplane.openapi.problem_responses.
+# by kernel.openapi.problem_responses.
 PROBLEM = OpenApiResponse(description="RFC 9457 problem+json with a stable `code`")
 
 

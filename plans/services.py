@@ -15,7 +15,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from controlplane.problems import DomainError
 from guard.claims import IntentClaims
 from guard.errors import DocumentInvalid, FieldError, TokenInvalid
 from guard.events import validate_event_batch
@@ -23,6 +22,7 @@ from guard.jwk import KeySet, public_jwk
 from guard.plan import plan_hash, validate_plan
 from guard.policy_evaluation import evaluate_plan
 from guard.tokens import unverified_header, verify_intent_token
+from kernel.problems import DomainError
 from members.models import Agent, Member
 from members.services import agent_require_active
 from policies.models import PolicyVersion

@@ -10,7 +10,7 @@ import logging
 from celery import shared_task
 from django.db import DatabaseError
 
-from controlplane.ratelimit import rate_limit_windows_purge
+from kernel.ratelimit import rate_limit_windows_purge
 
 from .keys import EncryptionKeyError, signing_key_rotate
 from .models import SigningKey

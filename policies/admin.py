@@ -18,16 +18,16 @@ from django.http import HttpRequest, QueryDict
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from controlplane.admin_base import PlangateModelAdmin, ReadOnlyPermissions
-from controlplane.admin_widgets import (
+from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
+from kernel.admin_forms import ServiceModelForm, ServiceSavedAdmin
+from kernel.admin_widgets import (
     MonospaceJSONTextarea,
     admin_link,
     admin_links,
     datetime_column,
 )
-from controlplane.json_format import readable_json
-from controlplane.problems import Code, DomainError
-from members.forms import ServiceModelForm, ServiceSavedAdmin
+from kernel.json_format import readable_json
+from kernel.problems import Code, DomainError
 from members.models import Agent
 
 from .models import Policy, PolicyVersion

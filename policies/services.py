@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from controlplane.problems import Code, DomainError
 from guard.errors import DocumentInvalid, FieldError
 from guard.policy import policy_hash, validate_policy
+from kernel.problems import Code, DomainError
 from members.models import Team
 
 from .models import Policy, PolicyVersion

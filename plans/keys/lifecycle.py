@@ -24,8 +24,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from controlplane.problems import DomainError
 from guard.jwk import jwk_thumbprint, public_jwk
+from kernel.problems import DomainError
 
 from ..models import SigningKey
 from .encryption import (

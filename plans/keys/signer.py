@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from controlplane.problems import DomainError
+from kernel.problems import DomainError
 
 from ..models import SigningKey
 from .encryption import EncryptionKeyError, private_key_decrypt, require_authentic

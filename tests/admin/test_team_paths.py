@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.apps import apps
 
-from controlplane.admin_scoping import team_path_of
+from kernel.admin_scoping import team_path_of
 from members.models import Team
 
 NO_TEAM = {"plans.signingkey"}  # shared by every team
@@ -39,7 +39,7 @@ def test_every_model_declares_how_it_reaches_its_team(model, plan, other_plan):
 
 
 def test_the_kernel_names_no_app_s_model():
-    from controlplane import admin_base, admin_scoping
+    from kernel import admin_base, admin_scoping
 
     assert not hasattr(admin_base, "TEAM_PATHS")
     assert not hasattr(admin_scoping, "TEAM_PATHS")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.problems import DomainError
+from kernel.problems import DomainError
 from members.services import agent_require_active
 from plans.models import Plan
 from plans.services import plan_issue

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from controlplane.problems import DomainError
+from kernel.problems import DomainError
 from members.models import ApiKey
 from members.services import api_key_authenticate, api_key_create, api_key_revoke, api_key_touch
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.problems import Code, DomainError
+from kernel.problems import Code, DomainError
 from members.models import Agent, Member
 from members.services import agent_create, agent_update, member_save, member_upsert
 from policies.services import policy_set

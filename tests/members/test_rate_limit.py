@@ -16,8 +16,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from controlplane.models import RateLimitWindow
-from controlplane.ratelimit import (
+from kernel.models import RateLimitWindow
+from kernel.ratelimit import (
     Rate,
     rate_limit_hit,
     rate_limit_peek,

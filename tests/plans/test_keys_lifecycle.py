@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from controlplane.problems import DomainError
+from kernel.problems import DomainError
 from plans.keys import (
     EncryptionKeyError,
     RotationResult,

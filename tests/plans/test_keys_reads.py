@@ -1,5 +1,5 @@
 """Reads never write: the JWKS answers from what is stored and creates no key (readiness:
-tests/controlplane/test_health.py).
+tests/controlplane/test_probes.py).
 
 The first keys come from a write: the first signature (issuing a plan) or a rotation
 (`manage.py rotate_keys`, which `make run` runs at start, or the scheduled check).

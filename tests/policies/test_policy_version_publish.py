@@ -7,7 +7,7 @@ import hashlib
 import pytest
 import rfc8785
 
-from controlplane.problems import DomainError
+from kernel.problems import DomainError
 from policies.models import Policy, PolicyVersion
 from policies.selectors import policy_active_version
 from policies.services import policy_set, policy_version_publish

@@ -3,7 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from controlplane.problems import DomainError
+from kernel.problems import DomainError
 from members.models import Team
 from members.services import DEFAULT_TEAM_SLUG, agent_create, api_key_create
 from policies.models import Policy

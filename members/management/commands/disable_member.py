@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from controlplane.problems import DomainError
+from kernel.problems import DomainError
 from members.models import Team
 from members.services import DEFAULT_TEAM_SLUG, member_disable
 

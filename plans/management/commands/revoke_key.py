@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from controlplane.problems import DomainError
+from kernel.problems import DomainError
 from plans.keys import signing_key_revoke
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from controlplane.problems import DomainError
+from kernel.problems import DomainError
 from members.services import DEFAULT_TEAM_SLUG, team_get_or_create
 from policies.services import policy_set
 

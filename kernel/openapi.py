@@ -1,6 +1,6 @@
 """OpenAPI post-processing: every refusal is described as the problem+json it really is.
 
-One exception handler (``controlplane.problems``) turns every refusal into RFC 9457
+One exception handler (``kernel.problems``) turns every refusal into RFC 9457
 ``application/problem+json``; this hook says so in the schema, once, for every operation:
 each 4xx/5xx response a view declares gets the ``Problem`` schema under that media type,
 every operation that needs an API key also lists 401 and 429, which authentication and the
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controlplane.problems import PROBLEM_CONTENT_TYPE, PROBLEMS
+from kernel.problems import PROBLEM_CONTENT_TYPE, PROBLEMS
 
 PROBLEM_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -16,8 +16,8 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from controlplane.admin_actions import ObjectActionsMixin
-from controlplane.admin_scoping import (
+from kernel.admin_actions import ObjectActionsMixin
+from kernel.admin_scoping import (
     scope_to_teams,
     sees_several_teams,
     team_path_of,

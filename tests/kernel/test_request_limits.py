@@ -9,9 +9,9 @@ from django.conf import settings
 from django.test import override_settings
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from controlplane.problems import PROBLEM_CONTENT_TYPE
 from guard.decisions import MAX_DISPLAY_UPDATES_PER_BATCH, MAX_EVENTS_PER_BATCH
 from guard.plan import MAX_GOAL_LENGTH, MAX_STEPS
+from kernel.problems import PROBLEM_CONTENT_TYPE
 from members.models import ApiKey
 from plans.models import Plan, PlanToken
 from tests.conftest import plan_document

@@ -16,9 +16,9 @@ from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 from rest_framework.utils import json
 
-from controlplane.problems import DomainError
 from guard._document import index_path, key_path  # the paths the guard's errors use
 from guard.errors import FieldError
+from kernel.problems import DomainError
 
 
 def _nul_paths(value: object, path: str) -> Iterator[str]:

@@ -8,7 +8,7 @@ from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from controlplane.problems import (
+from kernel.problems import (
     PROBLEM_CONTENT_TYPE,
     DomainError,
     database_unavailable_error,

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from django.db.utils import DatabaseErrorWrapper
 
-from controlplane.problems import (
+from kernel.problems import (
     PROBLEMS,
     database_unavailable_error,
     exception_handler,

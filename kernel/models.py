@@ -1,5 +1,5 @@
 """The kernel's one table: rate-limit counters that every process shares
-(controlplane/ratelimit.py)."""
+(kernel/ratelimit.py)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""JSON for people has one home, controlplane.json_format, and never raises on what an
+"""JSON for people has one home, kernel.json_format, and never raises on what an
 agent sent."""
 
 from __future__ import annotations
 
 import json
 
-from controlplane.json_format import compact_json, pretty_json, readable_json
+from kernel.json_format import compact_json, pretty_json, readable_json
 
 
 def test_readable_json_keeps_what_fits_on_one_line():

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from controlplane.problems import PROBLEMS, Code, DomainError, problem_body
+from kernel.problems import PROBLEMS, Code, DomainError, problem_body
 
 
 def test_every_code_has_exactly_one_problem():

@@ -12,8 +12,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from controlplane.management.commands.seed_demo import DEMO_POLICY
-from controlplane.problems import DomainError
+from kernel.problems import DomainError
+from members.management.commands.seed_demo import DEMO_POLICY
 from members.models import Agent, ApiKey, Member, Team
 from members.services import api_key_authenticate, member_disable
 from policies.models import Policy

@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+
+
+class KernelConfig(AppConfig):
+    """What every Plangate app shares: problem+json, parsers, middleware, the admin base,
+    rate limits. A leaf: it imports no Plangate app (tests/kernel/test_kernel_imports.py)."""
+
+    name = "kernel"
+    verbose_name = "Plangate kernel"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)

@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "members",
     "policies",
     "plans",
+    "audit",
 ]
 
 MIDDLEWARE = [

@@ -50,6 +50,12 @@ class Plan(models.Model):
         ACTIVE = "active"
         EXPIRED = "expired"
         REVOKED = "revoked"
+        #: the agent ended it after every required step ran
+        COMPLETED = "completed"
+        #: the agent ended it before that
+        ENDED = "ended"
+        #: the agent's guard refused the token it was given (``end_reason`` says why)
+        TOKEN_REFUSED = "token_refused", "token refused by the guard"
 
     id = models.CharField(primary_key=True, max_length=26, default=new_ulid, editable=False)
     team = models.ForeignKey("members.Team", on_delete=models.PROTECT, related_name="plans")
@@ -64,11 +70,18 @@ class Plan(models.Model):
     role = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 (null: no role)
     groups = models.JSONField(default=list)
     status = models.CharField(
-        max_length=10, choices=Status.choices, default=Status.ACTIVE, db_index=True
+        max_length=16, choices=Status.choices, default=Status.ACTIVE, db_index=True
     )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     expires_at = models.DateTimeField(help_text="absolute end of the plan, across refreshes")
     revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.CharField(max_length=254, blank=True, help_text="who revoked it")
+    revoke_reason = models.TextField(blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=500, blank=True)
+    decisions_lost = models.PositiveIntegerField(
+        default=0, help_text="guard decisions the agent could not deliver (its queue was full)"
+    )
 
     class Meta:
         ordering = ["-created_at"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = {"members", "policies", "plans", "controlplane"}
+APPS = {"members", "policies", "plans", "audit", "controlplane"}
 KERNEL = sorted(
     str(path.relative_to(ROOT / "kernel"))
     for path in (ROOT / "kernel").rglob("*.py")

@@ -1,0 +1,87 @@
+"""The audit trail: one append-only journal of everything that happened in a team.
+
+Each record is self-contained: it keeps the names and numbers it is about (agent id and
+name, the member's e-mail, the plan id, the policy slug and version) as plain values, not
+foreign keys, so that deleting or renaming a row elsewhere never changes what the trail
+says, and so that its hash covers what an auditor reads.
+
+Records are written unsealed (``seq``, ``prev_hash`` and ``hash`` empty) by the request
+that caused them, so appending never waits for other writers of the team. The sealer
+(``audit.services.records_seal``, run by the worker every few seconds) then numbers each
+team's new records in order and chains them: ``hash`` is the SHA-256 of the record's
+canonical JSON (RFC 8785), which includes ``prev_hash``, the hash of the record before it.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class AuditRecordQuerySet(models.QuerySet["AuditRecord"]):
+    def sealed(self) -> AuditRecordQuerySet:
+        return self.filter(seq__isnull=False)
+
+    def unsealed(self) -> AuditRecordQuerySet:
+        return self.filter(seq__isnull=True)
+
+
+class AuditRecord(models.Model):
+    team_path: ClassVar[str] = "team"
+
+    class Kind(models.TextChoices):
+        PLAN_ISSUED = "plan_issued", "plan issued"
+        PLAN_REFUSED = "plan_refused", "plan refused"
+        TOKEN_REFRESHED = "token_refreshed", "token refreshed"
+        REFRESH_REFUSED = "refresh_refused", "refresh refused"
+        DECISION = "decision", "guard decision"
+        DECISIONS_LOST = "decisions_lost", "decisions not delivered"
+        PLAN_ENDED = "plan_ended", "plan ended"
+        PLAN_REVOKED = "plan_revoked", "plan revoked"
+        CHANGE = "change", "admin or operator change"
+
+    team = models.ForeignKey("members.Team", on_delete=models.PROTECT, related_name="+")
+    at = models.DateTimeField(default=timezone.now)
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    #: who acted: a person's e-mail or username, ``manage.py <command>``, ``agent:<id>``
+    actor = models.CharField(max_length=254, blank=True)
+    agent_id = models.BigIntegerField(null=True, blank=True)
+    agent_name = models.CharField(max_length=200, blank=True)
+    #: the member's e-mail, or the user exactly as a refused plan gave it
+    user = models.CharField(max_length=254, blank=True)
+    plan_id = models.CharField(max_length=26, blank=True)
+    plan_hash = models.CharField(max_length=64, blank=True)
+    policy = models.CharField(max_length=64, blank=True, help_text="the policy's slug")
+    policy_version = models.PositiveIntegerField(null=True, blank=True)
+    code = models.CharField(max_length=64, blank=True)
+    #: the policy rule that decided: {"index": n, "description": "..."} (index from 0,
+    #: as in the policy document's `rules`)
+    rule = models.JSONField(null=True, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+
+    # The chain, filled in by the sealer.
+    seq = models.PositiveBigIntegerField(null=True, blank=True)
+    prev_hash = models.CharField(max_length=64, blank=True)
+    hash = models.CharField(max_length=64, blank=True)
+    sealed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AuditRecordQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["team", "seq", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "seq"], name="unique_audit_seq_per_team"),
+        ]
+        indexes = [
+            models.Index(fields=["team", "kind", "-at"], name="audit_team_kind_recent"),
+            models.Index(fields=["plan_id"], name="audit_plan", condition=~Q(plan_id="")),
+            models.Index(
+                fields=["team", "id"], name="audit_unsealed", condition=Q(seq__isnull=True)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.at:%Y-%m-%d %H:%M:%S}"

@@ -85,3 +85,21 @@ class AuditRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class UnattributedRefusal(models.Model):
+    """Refusals that no agent can be named for (no, unknown or revoked API key): counted per
+    day and code, not stored one by one, since anyone on the network can send them."""
+
+    day = models.DateField()
+    code = models.CharField(max_length=64)
+    count = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-day", "code"]
+        constraints = [
+            models.UniqueConstraint(fields=["day", "code"], name="unique_unattributed_refusal")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.code}: {self.count}"

@@ -19,6 +19,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router, transaction
 
+from kernel.problems import Code, DomainError
+
 from ..models import SigningKey
 from .locking import lock_all_keys
 
@@ -27,8 +29,20 @@ logger = logging.getLogger(__name__)
 State = SigningKey.State
 
 
-class EncryptionKeyError(Exception):
-    """KEY_ENCRYPTION_KEY is missing or malformed, or cannot decrypt a stored key."""
+class EncryptionKeyError(DomainError):
+    """KEY_ENCRYPTION_KEY is missing or malformed, or cannot decrypt a stored key.
+
+    A DomainError (``no_signing_key``: nothing can sign), so every door catches the one
+    error type. Its detail is for operators (it names the setting and the kid); the signer
+    answers clients with a detail of its own.
+    """
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(Code.NO_SIGNING_KEY, detail)
+
+    def __str__(self) -> str:
+        # Log lines and admin messages read as the operator's sentence, without the code.
+        return self.detail
 
 
 def _encryption_key_list() -> list[Fernet]:

@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from kernel.problems import DomainError
+from kernel.problems import Code, DomainError
 from plans.keys import (
     EncryptionKeyError,
     RotationResult,
@@ -229,7 +229,7 @@ def test_the_wrong_encryption_key_never_leads_to_signing_with_a_fresh_key(keys):
         with pytest.raises(DomainError) as refused:
             active_signer()
 
-    assert refused.value.code == "no_signing_key"
+    assert refused.value.code == Code.NO_SIGNING_KEY
     assert set(states()) == set(keys)
 
 
@@ -318,7 +318,7 @@ def test_revoking_an_unknown_key_is_not_found_and_writes_nothing(keys):
     with pytest.raises(DomainError) as error:
         signing_key_revoke(kid="no-such-kid")
 
-    assert error.value.code == "not_found"
+    assert error.value.code == Code.NOT_FOUND
     assert snapshot() == before
 
 

@@ -11,6 +11,7 @@ from django.test import override_settings
 from guard.errors import TokenInvalid
 from guard.jwk import KeySet
 from guard.tokens import verify_token
+from kernel.problems import Code
 from plans.keys import (
     jwks_document,
     max_token_lifetime,
@@ -107,7 +108,7 @@ def test_a_revoked_keys_tokens_no_longer_verify_and_refresh_answers_invalid_toke
     refused = agent.client.post(
         f"/v1/plans/{issued['id']}/refresh", {"token": issued["token"]}, format="json"
     )
-    assert_problem(refused, 401, "invalid_token")
+    assert_problem(refused, 401, Code.INVALID_TOKEN)
     assert PlanToken.objects.count() == before
     # A fresh key signs at once, and its tokens verify against the same JWKS.
     again = declare(agent)
@@ -135,7 +136,7 @@ def test_the_wrong_encryption_key_refuses_to_sign_and_creates_no_key(agent):
     with override_settings(KEY_ENCRYPTION_KEY=OTHER_ENCRYPTION_KEY):
         response = agent.client.post("/v1/plans", {"plan": plan_document()}, format="json")
 
-    assert_problem(response, 503, "no_signing_key")
+    assert_problem(response, 503, Code.NO_SIGNING_KEY)
     assert snapshot() == before
 
 
@@ -144,7 +145,7 @@ def test_a_missing_encryption_key_refuses_to_sign_on_a_fresh_database(agent, set
     with override_settings(KEY_ENCRYPTION_KEY=setting):
         response = agent.client.post("/v1/plans", {"plan": plan_document()}, format="json")
 
-    assert_problem(response, 503, "no_signing_key")
+    assert_problem(response, 503, Code.NO_SIGNING_KEY)
     assert not SigningKey.objects.exists()
     assert "KEY_ENCRYPTION_KEY" in caplog.text
 

@@ -6,9 +6,10 @@ import hashlib
 
 import pytest
 
-from guard.decisions import MAX_EVENTS_PER_BATCH
+from guard.decisions import MAX_EVENTS_PER_BATCH, Decision
 from guard.errors import DocumentInvalid
 from guard.events import validate_event_batch
+from kernel.problems import Code
 from plans.models import PlanDisplayUpdate, PlanEvent
 from tests.conftest import plan_document
 
@@ -32,7 +33,7 @@ def allowed(step: int = 0, **extra) -> dict:
     return {
         "at": AT,
         "tool": "github_list_issues",
-        "decision": "allowed",
+        "decision": Decision.ALLOWED,
         "step": step,
         "argsDigest": DIGEST,
         **extra,
@@ -45,7 +46,12 @@ def counts() -> tuple[int, int]:
 
 def test_batch_of_decisions_and_display_updates_is_stored(agent):
     plan = declare(agent)
-    blocked = {"at": AT, "tool": "send_email", "decision": "not_in_plan", "reason": "no step"}
+    blocked = {
+        "at": AT,
+        "tool": "send_email",
+        "decision": Decision.NOT_IN_PLAN,
+        "reason": "no step",
+    }
     update = {
         "sessionId": "s1",
         "update": {"sessionUpdate": "plan_update", "planId": plan["id"], "type": "items"},
@@ -59,8 +65,8 @@ def test_batch_of_decisions_and_display_updates_is_stored(agent):
     assert response.json() == {"events": 2, "displayUpdates": 1, "argumentsStored": False}
     stored = list(PlanEvent.objects.filter(plan_id=plan["id"]).order_by("id"))
     assert [(event.tool, event.decision, event.step) for event in stored] == [
-        ("github_list_issues", "allowed", 0),
-        ("send_email", "not_in_plan", None),
+        ("github_list_issues", Decision.ALLOWED, 0),
+        ("send_email", Decision.NOT_IN_PLAN, None),
     ]
     assert stored[0].args_digest == DIGEST
     assert stored[0].occurred_at.microsecond == 250000
@@ -108,7 +114,7 @@ def test_a_bad_batch_is_refused_whole_and_names_the_path(agent, body, path):
     response = post_events(agent, plan["id"], body)
 
     problem = assert_problem(
-        response, 400, "invalid_events" if path != "extra" else "invalid_request"
+        response, 400, Code.INVALID_EVENTS if path != "extra" else Code.INVALID_REQUEST
     )
     assert path in [error["path"] for error in problem["errors"]]
     assert counts() == before
@@ -125,7 +131,7 @@ def test_the_refusal_lists_exactly_the_guards_own_validation_errors(agent):
 
     response = post_events(agent, plan["id"], body)
 
-    problem = assert_problem(response, 400, "invalid_events")
+    problem = assert_problem(response, 400, Code.INVALID_EVENTS)
     assert problem["errors"] == [
         {"path": error.path, "detail": error.detail} for error in expected.value.errors
     ]
@@ -138,7 +144,7 @@ def test_another_agents_plan_is_not_found(agent, other_agent):
 
     response = post_events(other_agent, plan["id"], {"events": [allowed()]})
 
-    assert_problem(response, 404, "plan_not_found")
+    assert_problem(response, 404, Code.PLAN_NOT_FOUND)
     assert counts() == (0, 0)
 
 
@@ -149,4 +155,4 @@ def test_events_need_an_api_key(agent, anonymous_client):
         f"/v1/plans/{plan['id']}/events", {"events": [allowed()]}, format="json"
     )
 
-    assert_problem(response, 401, "invalid_api_key")
+    assert_problem(response, 401, Code.INVALID_API_KEY)

@@ -13,6 +13,7 @@ from joserfc import jws
 from joserfc.jwk import KeySet as JoseKeySet
 from rest_framework.test import APIClient
 
+from kernel.problems import Code
 from members.models import ApiKey, Member
 from members.services import api_key_revoke
 from plans.models import Plan, PlanToken, SigningKey
@@ -127,7 +128,7 @@ def test_malformed_body_is_invalid_request(agent, body, path):
 
     response = agent.client.post(URL, body, format="json")
 
-    problem = assert_problem(response, 400, "invalid_request")
+    problem = assert_problem(response, 400, Code.INVALID_REQUEST)
     assert path in [error["path"] for error in problem["errors"]]
     assert table_counts() == before
 
@@ -135,7 +136,7 @@ def test_malformed_body_is_invalid_request(agent, body, path):
 def test_body_that_is_not_json_is_invalid_request(agent):
     response = agent.client.post(URL, "{not json", content_type="application/json")
 
-    assert_problem(response, 400, "invalid_request")
+    assert_problem(response, 400, Code.INVALID_REQUEST)
 
 
 def test_text_with_nul_is_invalid_request_naming_each_path(agent):
@@ -146,7 +147,7 @@ def test_text_with_nul_is_invalid_request_naming_each_path(agent):
 
     response = declare(agent.client, plan)
 
-    problem = assert_problem(response, 400, "invalid_request")
+    problem = assert_problem(response, 400, Code.INVALID_REQUEST)
     assert [error["path"] for error in problem["errors"]] == [
         "plan.goal",
         'plan.steps[0].args["repo\\u0000"]',
@@ -163,7 +164,7 @@ def test_body_nested_too_deeply_is_invalid_request_not_a_server_error(agent, dep
 
     response = agent.client.post(URL, body, content_type="application/json")
 
-    assert_problem(response, 400, "invalid_request")
+    assert_problem(response, 400, Code.INVALID_REQUEST)
     assert table_counts() == before
 
 
@@ -190,7 +191,7 @@ def test_invalid_plan_names_the_bad_path_and_writes_nothing(agent, mutate, path)
 
     response = declare(agent.client, document)
 
-    problem = assert_problem(response, 400, "invalid_plan")
+    problem = assert_problem(response, 400, Code.INVALID_PLAN)
     assert any(error["path"].startswith(path) for error in problem["errors"]), problem
     assert table_counts() == before
 
@@ -213,7 +214,7 @@ def test_missing_or_unknown_key_is_invalid_api_key(db, header):
 
     response = declare(client, plan_document())
 
-    assert_problem(response, 401, "invalid_api_key")
+    assert_problem(response, 401, Code.INVALID_API_KEY)
     assert response["WWW-Authenticate"].startswith("Bearer")
 
 
@@ -222,14 +223,14 @@ def test_key_with_right_lookup_but_wrong_secret_is_refused(agent):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {prefix}_{'x' * 43}")
 
-    assert_problem(declare(client, plan_document()), 401, "invalid_api_key")
+    assert_problem(declare(client, plan_document()), 401, Code.INVALID_API_KEY)
 
 
 def test_revoked_key_is_invalid_api_key(agent):
     api_key_revoke(api_key=ApiKey.objects.get(agent=agent.agent))
     before = table_counts()
 
-    assert_problem(declare(agent.client, plan_document()), 401, "invalid_api_key")
+    assert_problem(declare(agent.client, plan_document()), 401, Code.INVALID_API_KEY)
     assert table_counts() == before
 
 
@@ -238,7 +239,7 @@ def test_expired_key_is_invalid_api_key(agent):
         expires_at=timezone.now() - timedelta(seconds=1)
     )
 
-    assert_problem(declare(agent.client, plan_document()), 401, "invalid_api_key")
+    assert_problem(declare(agent.client, plan_document()), 401, Code.INVALID_API_KEY)
 
 
 def test_disabled_agent_is_refused(agent):
@@ -246,7 +247,7 @@ def test_disabled_agent_is_refused(agent):
     agent.agent.save()
     before = table_counts()
 
-    assert_problem(declare(agent.client, plan_document()), 403, "agent_disabled")
+    assert_problem(declare(agent.client, plan_document()), 403, Code.AGENT_DISABLED)
     assert table_counts() == before
 
 
@@ -255,7 +256,7 @@ def test_user_outside_the_team_is_unknown_user(agent, outsider):
 
     response = declare(agent.client, plan_document(user=outsider.email))
 
-    assert_problem(response, 403, "unknown_user")
+    assert_problem(response, 403, Code.UNKNOWN_USER)
     assert table_counts() == before
 
 
@@ -264,7 +265,7 @@ def test_disabled_user_is_refused(agent, disabled_member):
 
     response = declare(agent.client, plan_document(user=disabled_member.email))
 
-    assert_problem(response, 403, "user_disabled")
+    assert_problem(response, 403, Code.USER_DISABLED)
     assert table_counts() == before
 
 
@@ -276,7 +277,7 @@ def test_policy_denial_names_each_step_and_rule(agent):
 
     response = declare(agent.client, document)
 
-    problem = assert_problem(response, 403, "policy_denied")
+    problem = assert_problem(response, 403, Code.POLICY_DENIED)
     errors = {error["path"]: error["detail"] for error in problem["errors"]}
     assert set(errors) == {"plan.steps[2]", "plan.steps[3]"}
     assert "rules[1]" in errors["plan.steps[2]"]
@@ -296,7 +297,7 @@ def test_role_and_group_scoped_rule_admits_the_sre(agent, sre_member):
 def test_step_over_the_rules_call_limit_is_denied(agent, sre_member):
     document = plan_document(user=sre_member.email, steps=[{"tool": "deploy"}])
 
-    problem = assert_problem(declare(agent.client, document), 403, "policy_denied")
+    problem = assert_problem(declare(agent.client, document), 403, Code.POLICY_DENIED)
 
     assert problem["errors"][0]["path"] == "plan.steps[0]"
 
@@ -318,7 +319,7 @@ def test_no_active_signing_key_is_503_and_writes_nothing(agent):
 
     response = declare(agent.client, plan_document())
 
-    assert_problem(response, 503, "no_signing_key")
+    assert_problem(response, 503, Code.NO_SIGNING_KEY)
     assert table_counts() == before
 
 
@@ -332,7 +333,7 @@ def test_undecryptable_key_refuses_to_sign_and_creates_no_key(agent):
     with override_settings(KEY_ENCRYPTION_KEY=other_key):
         response = declare(agent.client, plan_document())
 
-    assert_problem(response, 503, "no_signing_key")
+    assert_problem(response, 503, Code.NO_SIGNING_KEY)
     assert set(SigningKey.objects.values_list("kid", flat=True)) == keys_before
 
 
@@ -342,5 +343,5 @@ def test_rate_limit_answers_429_with_retry_after(agent):
     response = declare(agent.client, plan_document())
 
     assert statuses == [201, 201, 429]
-    assert_problem(response, 429, "throttled")
+    assert_problem(response, 429, Code.THROTTLED)
     assert int(response["Retry-After"]) >= 1

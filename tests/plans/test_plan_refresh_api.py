@@ -12,6 +12,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.utils import timezone
 
+from kernel.problems import Code
 from members.models import Member
 from members.services import member_disable, member_upsert
 from plans.keys import active_signer
@@ -87,7 +88,7 @@ def test_a_policy_that_now_denies_a_step_refuses_the_refresh(agent, team):
     )
     before = table_counts()
 
-    problem = assert_problem(refresh(agent, issued["id"], issued["token"]), 403, "policy_denied")
+    problem = assert_problem(refresh(agent, issued["id"], issued["token"]), 403, Code.POLICY_DENIED)
 
     assert problem["errors"][0]["path"] == "plan.steps[1]"
     assert table_counts() == before
@@ -99,7 +100,7 @@ def test_token_of_another_plan_is_a_mismatch(agent):
 
     response = refresh(agent, first["id"], second["token"])
 
-    assert_problem(response, 409, "plan_mismatch")
+    assert_problem(response, 409, Code.PLAN_MISMATCH)
     assert table_counts() == before
 
 
@@ -111,8 +112,8 @@ def test_token_with_another_agent_or_hash_is_a_mismatch(agent):
     other_agent = signer.sign({**claims, "agent": "01HZZZZZZZZZZZZZZZZZZZZZZZ"})
     other_hash = signer.sign({**claims, "ph": "0" * 64})
 
-    assert_problem(refresh(agent, issued["id"], other_agent), 409, "plan_mismatch")
-    assert_problem(refresh(agent, issued["id"], other_hash), 409, "plan_mismatch")
+    assert_problem(refresh(agent, issued["id"], other_agent), 409, Code.PLAN_MISMATCH)
+    assert_problem(refresh(agent, issued["id"], other_hash), 409, Code.PLAN_MISMATCH)
 
 
 def tampered_payload(token: str) -> str:
@@ -195,7 +196,7 @@ def test_forged_token_is_invalid_token_and_writes_nothing(agent, forge):
 
     response = refresh(agent, issued["id"], forge(issued["token"]))
 
-    assert_problem(response, 401, "invalid_token")
+    assert_problem(response, 401, Code.INVALID_TOKEN)
     assert table_counts() == before
 
 
@@ -203,7 +204,7 @@ def test_revoked_plan_refuses_refresh(agent):
     issued = declare(agent)
     plan_revoke(plan=Plan.objects.get(pk=issued["id"]))
 
-    assert_problem(refresh(agent, issued["id"], issued["token"]), 410, "plan_revoked")
+    assert_problem(refresh(agent, issued["id"], issued["token"]), 410, Code.PLAN_REVOKED)
 
 
 def test_plan_past_its_absolute_lifetime_is_expired(agent):
@@ -211,7 +212,7 @@ def test_plan_past_its_absolute_lifetime_is_expired(agent):
     Plan.objects.filter(pk=issued["id"]).update(expires_at=timezone.now() - timedelta(seconds=1))
     before = table_counts()
 
-    assert_problem(refresh(agent, issued["id"], issued["token"]), 410, "plan_expired")
+    assert_problem(refresh(agent, issued["id"], issued["token"]), 410, Code.PLAN_EXPIRED)
     assert table_counts() == before
 
 
@@ -229,7 +230,7 @@ def test_disabled_member_refuses_refresh(agent, team):
     issued = declare(agent)
     member_disable(team=team, email="alice@acme.dev")
 
-    assert_problem(refresh(agent, issued["id"], issued["token"]), 403, "user_disabled")
+    assert_problem(refresh(agent, issued["id"], issued["token"]), 403, Code.USER_DISABLED)
 
 
 def test_refresh_finds_the_plans_member_by_id_after_an_e_mail_edit(agent, member):
@@ -247,7 +248,7 @@ def test_a_disabled_member_refuses_refresh_after_an_e_mail_edit_too(agent, membe
     issued = declare(agent)
     Member.objects.filter(pk=member.pk).update(email="alice.new@acme.dev", is_active=False)
 
-    assert_problem(refresh(agent, issued["id"], issued["token"]), 403, "user_disabled")
+    assert_problem(refresh(agent, issued["id"], issued["token"]), 403, Code.USER_DISABLED)
 
 
 def test_disabled_agent_refuses_refresh(agent):
@@ -255,21 +256,21 @@ def test_disabled_agent_refuses_refresh(agent):
     agent.agent.is_active = False
     agent.agent.save()
 
-    assert_problem(refresh(agent, issued["id"], issued["token"]), 403, "agent_disabled")
+    assert_problem(refresh(agent, issued["id"], issued["token"]), 403, Code.AGENT_DISABLED)
 
 
 def test_another_teams_agent_cannot_refresh_or_see_the_plan(agent, other_agent):
     issued = declare(agent)
 
-    assert_problem(refresh(other_agent, issued["id"], issued["token"]), 404, "plan_not_found")
-    assert_problem(other_agent.client.get(f"/v1/plans/{issued['id']}"), 404, "plan_not_found")
+    assert_problem(refresh(other_agent, issued["id"], issued["token"]), 404, Code.PLAN_NOT_FOUND)
+    assert_problem(other_agent.client.get(f"/v1/plans/{issued['id']}"), 404, Code.PLAN_NOT_FOUND)
 
 
 def test_unknown_plan_is_not_found(agent):
     issued = declare(agent)
 
     assert_problem(
-        refresh(agent, "01ARZ3NDEKTSV4RRFFQ69G5FAV", issued["token"]), 404, "plan_not_found"
+        refresh(agent, "01ARZ3NDEKTSV4RRFFQ69G5FAV", issued["token"]), 404, Code.PLAN_NOT_FOUND
     )
 
 
@@ -277,9 +278,9 @@ def test_unknown_plan_is_not_found(agent):
 def test_plan_id_that_is_not_a_ulid_is_not_found(agent, plan_id):
     issued = declare(agent)
 
-    assert_problem(refresh(agent, plan_id, issued["token"]), 404, "plan_not_found")
+    assert_problem(refresh(agent, plan_id, issued["token"]), 404, Code.PLAN_NOT_FOUND)
     response = agent.client.get(f"/v1/plans/{plan_id}")
-    assert_problem(response, 404, "plan_not_found")
+    assert_problem(response, 404, Code.PLAN_NOT_FOUND)
 
 
 @pytest.mark.parametrize("plan_id", ["%00", "a%00b"])
@@ -287,8 +288,8 @@ def test_plan_id_holding_nul_is_bad_input(agent, plan_id):
     # "%00" once reached PostgreSQL, which refuses NUL in text: found by tests/api_fuzz.
     issued = declare(agent)
 
-    assert_problem(refresh(agent, plan_id, issued["token"]), 400, "invalid_request")
-    assert_problem(agent.client.get(f"/v1/plans/{plan_id}"), 400, "invalid_request")
+    assert_problem(refresh(agent, plan_id, issued["token"]), 400, Code.INVALID_REQUEST)
+    assert_problem(agent.client.get(f"/v1/plans/{plan_id}"), 400, Code.INVALID_REQUEST)
     assert PlanToken.objects.count() == 1
 
 
@@ -297,7 +298,7 @@ def test_refresh_body_must_carry_a_string_token(agent):
 
     for body in ({}, {"token": 5}, {"token": issued["token"], "extra": 1}):
         response = agent.client.post(f"/v1/plans/{issued['id']}/refresh", body, format="json")
-        assert_problem(response, 400, "invalid_request")
+        assert_problem(response, 400, Code.INVALID_REQUEST)
 
 
 def test_plan_detail_shows_status_steps_and_token_history(agent):
@@ -321,6 +322,6 @@ def test_another_agent_of_the_same_team_cannot_refresh_or_see_the_plan(agent, te
     sibling = make_agent(team, "sibling", agent.agent.policy.versions.get())
     issued = declare(agent)
 
-    assert_problem(refresh(sibling, issued["id"], issued["token"]), 404, "plan_not_found")
-    assert_problem(sibling.client.get(f"/v1/plans/{issued['id']}"), 404, "plan_not_found")
+    assert_problem(refresh(sibling, issued["id"], issued["token"]), 404, Code.PLAN_NOT_FOUND)
+    assert_problem(sibling.client.get(f"/v1/plans/{issued['id']}"), 404, Code.PLAN_NOT_FOUND)
     assert PlanToken.objects.filter(plan_id=issued["id"]).count() == 1

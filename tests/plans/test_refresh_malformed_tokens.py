@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernel.problems import Code
 from plans.models import PlanToken
 
 from .helpers import assert_problem, table_counts
@@ -57,7 +58,7 @@ def test_a_token_with_a_foreign_character_is_invalid_token_and_writes_nothing(
         agent, issued["id"], with_text_in(issued["token"], segment, text, replace=replace)
     )
 
-    assert_problem(response, 401, "invalid_token")
+    assert_problem(response, 401, Code.INVALID_TOKEN)
     assert table_counts() == before
     assert list(PlanToken.objects.filter(plan_id=issued["id"]).values_list("kind", flat=True)) == [
         "issue"
@@ -83,5 +84,5 @@ def test_other_mutations_of_a_valid_token_are_invalid_token(agent, mutate):
 
     response = refresh(agent, issued["id"], mutate(issued["token"]))
 
-    assert_problem(response, 401, "invalid_token")
+    assert_problem(response, 401, Code.INVALID_TOKEN)
     assert table_counts() == before

@@ -1,0 +1,207 @@
+"""Export an admin change list, as filtered, to CSV or JSON Lines.
+
+Usage: put ``ExportMixin`` before the admin's base class and declare the columns, each a
+``(header, accessor)`` pair; an accessor is an attribute path (``"agent.name"``, dots
+follow relations) or a callable taking the row::
+
+    @admin.register(AuditRecord)
+    class AuditRecordAdmin(ExportMixin, ReadOnlyAdmin):
+        export_columns = (
+            ("at", "at"),
+            ("kind", "kind"),
+            ("agent", lambda record: record.agent_name or None),
+        )
+        export_filename = "audit-trail"  # optional; defaults to the model's plural name
+
+The change list then shows "Export CSV" and "Export JSON Lines" buttons that carry its
+query string, so the export holds every row of the filtered, searched and ordered list,
+all pages of it, not only a selection. An admin with its own ``change_list_template``
+extends ``admin/plangate/change_list.html`` (which draws the buttons) instead of
+``admin/change_list.html``.
+
+The views are ``<changelist>/export/csv/`` and ``<changelist>/export/jsonl/``, named
+``admin:<app>_<model>_export_csv`` / ``_export_jsonl``; they need the view permission and
+see the rows the change list sees (team scoping included, since they use its queryset).
+Rows are streamed from a database iterator in chunks, so a big export holds neither the
+table nor the file in memory.
+
+Cells: ``None`` is empty in CSV and ``null`` in JSON; dates are ISO 8601; dicts and lists
+are compact JSON in a CSV cell and nested values in JSON Lines. A CSV text cell starting
+with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is prefixed with ``'`` so a
+spreadsheet shows it instead of evaluating it as a formula (OWASP "CSV injection"); JSON
+Lines are data for programs and are left as they are.
+
+It imports no model at import time: the admin site is loaded while the app registry is
+still being populated.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterable, Iterator
+from datetime import date, datetime, time
+from typing import Any, ClassVar
+
+from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ERROR_FLAG, PAGE_VAR
+from django.core.exceptions import PermissionDenied
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import HttpRequest, HttpResponseRedirect, StreamingHttpResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.text import slugify
+
+Accessor = str | Callable[[Any], object]
+ExportColumns = tuple[tuple[str, Accessor], ...]
+
+#: characters that make a spreadsheet read a cell as a formula
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+
+EXPORT_FORMATS = {
+    "csv": ("text/csv; charset=utf-8", "csv", "Export CSV"),
+    "jsonl": ("application/jsonl; charset=utf-8", "jsonl", "Export JSON Lines"),
+}
+
+_EXPORTING_ATTRIBUTE = "_plangate_exporting"
+
+
+def column_value(obj: Any, accessor: Accessor) -> object:
+    """The value a column reads from ``obj``; a missing relation on the way reads None."""
+    if callable(accessor):
+        return accessor(obj)
+    value: object = obj
+    for name in accessor.split("."):
+        if value is None:
+            return None
+        value = getattr(value, name)
+    return value() if callable(value) else value
+
+
+def csv_cell(value: object) -> str:
+    """A value as a CSV cell that no spreadsheet evaluates."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, int | float):
+        # Numbers are not formulas, a negative one included.
+        return str(value)
+    if isinstance(value, dict | list | tuple):
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, cls=DjangoJSONEncoder)
+    else:
+        text = str(value)
+    return "'" + text if text.startswith(FORMULA_TRIGGERS) else text
+
+
+class _Echo:
+    """A file whose ``write`` returns what it was given, so ``csv.writer`` makes lines for
+    a stream instead of filling a buffer."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def csv_lines(columns: ExportColumns, rows: Iterable[Any]) -> Iterator[str]:
+    writer = csv.writer(_Echo())
+    yield writer.writerow([header for header, _ in columns])
+    for row in rows:
+        yield writer.writerow([csv_cell(column_value(row, accessor)) for _, accessor in columns])
+
+
+def json_lines(columns: ExportColumns, rows: Iterable[Any]) -> Iterator[str]:
+    for row in rows:
+        document = {header: column_value(row, accessor) for header, accessor in columns}
+        yield json.dumps(document, ensure_ascii=False, cls=DjangoJSONEncoder) + "\n"
+
+
+class ExportMixin(admin.ModelAdmin):
+    """For a ``ModelAdmin`` (listed before it among the bases): "Export CSV" and "Export
+    JSON Lines" of the current filtered change list. See the module's docstring."""
+
+    change_list_template = "admin/plangate/change_list.html"
+
+    #: the exported columns: ``(header, accessor)``; see the module's docstring
+    export_columns: ClassVar[ExportColumns] = ()
+    #: the file's name before the date and extension; the model's plural name when empty
+    export_filename: ClassVar[str] = ""
+    #: rows fetched per database round trip while streaming
+    export_chunk_size: ClassVar[int] = 2000
+
+    def get_urls(self):
+        info = self.opts.app_label, self.opts.model_name
+        # Before the admin's own: its "<path:object_id>/" would take "export/csv/".
+        return [
+            path(
+                f"export/{export_format}/",
+                self.admin_site.admin_view(self.export_view),
+                {"export_format": export_format},
+                name=f"{info[0]}_{info[1]}_export_{export_format}",
+            )
+            for export_format in EXPORT_FORMATS
+        ] + super().get_urls()
+
+    def export_links(self, request: HttpRequest) -> list[tuple[str, str]]:
+        """(label, url) of each export of the list as ``request`` shows it."""
+        query = request.GET.copy()
+        for name in (PAGE_VAR, ERROR_FLAG):
+            query.pop(name, None)
+        suffix = f"?{query.urlencode()}" if query else ""
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            (label, reverse(f"admin:{info[0]}_{info[1]}_export_{export_format}") + suffix)
+            for export_format, (_, _, label) in EXPORT_FORMATS.items()
+        ]
+
+    def changelist_view(self, request: HttpRequest, extra_context=None):
+        context = dict(extra_context or {})
+        if self.export_columns:
+            context.setdefault("export_links", self.export_links(request))
+        return super().changelist_view(request, context)
+
+    def get_changelist(self, request: HttpRequest, **kwargs):
+        changelist_class = super().get_changelist(request, **kwargs)
+        if not getattr(request, _EXPORTING_ATTRIBUTE, False):
+            return changelist_class
+
+        class ExportChangeList(changelist_class):  # type: ignore[misc,valid-type]
+            def get_results(self, request: HttpRequest) -> None:
+                # The export streams the whole queryset itself: no count, no page.
+                self.result_list: list[Any] = []
+                self.result_count = self.full_result_count = 0
+
+        return ExportChangeList
+
+    def export_queryset(self, request: HttpRequest):
+        """The change list's queryset for ``request``: scoped, filtered, searched, ordered."""
+        setattr(request, _EXPORTING_ATTRIBUTE, True)
+        try:
+            return self.get_changelist_instance(request).queryset
+        finally:
+            setattr(request, _EXPORTING_ATTRIBUTE, False)
+
+    def export_view(self, request: HttpRequest, export_format: str):
+        if not self.export_columns or not self.has_view_permission(request):
+            raise PermissionDenied
+        try:
+            queryset = self.export_queryset(request)
+        except IncorrectLookupParameters:
+            # What the change list itself does with a filter it cannot apply.
+            info = self.opts.app_label, self.opts.model_name
+            return HttpResponseRedirect(
+                reverse(f"admin:{info[0]}_{info[1]}_changelist") + f"?{ERROR_FLAG}=1"
+            )
+        content_type, extension, _ = EXPORT_FORMATS[export_format]
+        rows = queryset.iterator(chunk_size=self.export_chunk_size)
+        lines = csv_lines if export_format == "csv" else json_lines
+        response = StreamingHttpResponse(
+            lines(self.export_columns, rows), content_type=content_type
+        )
+        name = self.export_filename or slugify(str(self.opts.verbose_name_plural))
+        stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+        response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.{extension}"'
+        response["Cache-Control"] = "no-store"
+        return response

@@ -9,6 +9,7 @@ import re
 from django.contrib.admin.models import ADDITION, LogEntry
 from django.urls import reverse
 
+from kernel.problems import Code
 from members.models import ApiKey
 from members.services import api_key_authenticate
 
@@ -111,7 +112,7 @@ def test_revoking_a_key_refuses_the_api_and_is_logged(team_admin_client, team_ad
     assert api_key.is_revoked()
     refused = agent.client.post("/v1/plans", {"plan": {}}, format="json")
     assert refused.status_code == 401
-    assert refused.json()["code"] == "invalid_api_key"
+    assert refused.json()["code"] == Code.INVALID_API_KEY
     assert LogEntry.objects.filter(
         user=team_admin, object_id=str(api_key.pk), change_message="Revoked."
     ).exists()

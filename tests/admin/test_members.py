@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.urls import reverse
 
+from kernel.problems import Code
 from members.models import Agent, Member
 from members.services import member_upsert
 
@@ -64,7 +65,7 @@ def test_bulk_disable_disables_and_logs_each_member(
     from tests.conftest import plan_document
 
     refused = agent.client.post("/v1/plans", {"plan": plan_document()}, format="json")
-    assert refused.json()["code"] == "user_disabled"
+    assert refused.json()["code"] == Code.USER_DISABLED
 
 
 def test_member_list_filters_and_searches(team_admin_client, member, sre_member, disabled_member):

@@ -10,6 +10,8 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.urls import reverse
 from django.utils import timezone
 
+from guard.decisions import Decision
+from kernel.problems import Code
 from plans.admin_display import acp_message_html
 from plans.models import Plan, PlanDisplayUpdate, PlanEvent
 from tests.conftest import plan_document
@@ -57,10 +59,14 @@ def test_planned_against_actual_counts_allowed_calls_and_lists_blocked_ones(audi
     plan = plan_issue(agent=agent.agent, document=document).plan
     record_events(
         plan,
-        {"tool": "github_list_issues", "decision": "allowed", "step": 0},
-        {"tool": "github_list_issues", "decision": "allowed", "step": 0},
-        {"tool": "github_delete_repo", "decision": "not_in_plan", "reason": "<b>no step</b>"},
-        {"tool": "github_list_issues", "decision": "max_calls_exceeded", "step": 0},
+        {"tool": "github_list_issues", "decision": Decision.ALLOWED, "step": 0},
+        {"tool": "github_list_issues", "decision": Decision.ALLOWED, "step": 0},
+        {
+            "tool": "github_delete_repo",
+            "decision": Decision.NOT_IN_PLAN,
+            "reason": "<b>no step</b>",
+        },
+        {"tool": "github_list_issues", "decision": Decision.MAX_CALLS_EXCEEDED, "step": 0},
     )
 
     html = plan_page(auditor_client, plan)
@@ -70,7 +76,7 @@ def test_planned_against_actual_counts_allowed_calls_and_lists_blocked_ones(audi
     assert "required · ran" in html
     assert "required · not run" in html
     assert "Blocked attempts (2)" in html
-    assert "github_delete_repo" in html and "max_calls_exceeded" in html
+    assert "github_delete_repo" in html and Decision.MAX_CALLS_EXCEEDED in html
     assert "&lt;b&gt;no step&lt;/b&gt;" in html and "<b>no step</b>" not in html
 
 
@@ -97,10 +103,10 @@ def test_revoking_a_plan_makes_its_refresh_answer_410(team_admin_client, team_ad
     refresh = agent.client.post(
         f"/v1/plans/{plan.pk}/refresh", {"token": issued.token}, format="json"
     )
-    assert_problem(refresh, 410, "plan_revoked")
+    assert_problem(refresh, 410, Code.PLAN_REVOKED)
     entry = LogEntry.objects.get(user=team_admin, object_id=plan.pk)
     assert entry.action_flag == CHANGE
-    assert "plan_revoked" in entry.get_change_message()
+    assert Code.PLAN_REVOKED in entry.get_change_message()
     assert "Revoke plan" not in plan_page(team_admin_client, plan)
 
 

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from playwright.sync_api import expect
 
+from kernel.problems import Code
 from members.models import ApiKey, Member
 from members.services import api_key_authenticate, member_upsert
 from plans.models import Plan
@@ -134,7 +135,7 @@ def test_a_team_admin_manages_members_policies_keys_and_plans(page, world):
     assert Plan.objects.get(pk=world["declared"]["id"]).status == Plan.Status.REVOKED
     gone = refresh(world)
     assert gone.status_code == 410
-    assert gone.json()["code"] == "plan_revoked"
+    assert gone.json()["code"] == Code.PLAN_REVOKED
 
 
 def test_an_auditor_browses_plans_and_is_refused_any_change(page, world, live_server):

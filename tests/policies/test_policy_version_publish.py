@@ -7,7 +7,7 @@ import hashlib
 import pytest
 import rfc8785
 
-from kernel.problems import DomainError
+from kernel.problems import Code, DomainError
 from policies.models import Policy, PolicyVersion
 from policies.selectors import policy_active_version
 from policies.services import policy_set, policy_version_publish
@@ -54,7 +54,7 @@ def test_an_invalid_document_is_refused_with_paths_and_writes_nothing(team):
     with pytest.raises(DomainError) as raised:
         policy_version_publish(policy=first.policy, document=bad)
 
-    assert raised.value.code == "invalid_policy"
+    assert raised.value.code == Code.INVALID_POLICY
     assert any(error.path.startswith("rules[0].args") for error in raised.value.errors)
     assert PolicyVersion.objects.count() == 1
 
@@ -81,7 +81,7 @@ def test_a_version_published_since_the_editor_started_is_not_overwritten(team):
     with pytest.raises(DomainError) as stale:
         policy_version_publish(policy=first.policy, document=POLICY, expected_base=1)
 
-    assert stale.value.code == "invalid_request"
+    assert stale.value.code == Code.INVALID_REQUEST
     assert [error.path for error in stale.value.errors] == ["expected_base"]
     assert "Version 2 was published by cli" in stale.value.errors[0].detail
     assert first.policy.versions.count() == 2
@@ -98,5 +98,5 @@ def test_no_expected_base_publishes_over_whatever_is_current(team):
 def test_a_refused_first_document_leaves_no_policy_behind(team):
     with pytest.raises(DomainError) as refused:
         policy_set(team=team, slug="new", document={**POLICY, "defualt": "allow"})
-    assert refused.value.code == "invalid_policy"
+    assert refused.value.code == Code.INVALID_POLICY
     assert not Policy.objects.filter(slug="new").exists()

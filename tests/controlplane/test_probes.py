@@ -13,6 +13,7 @@ from guard.decisions import (
     MAX_EVENTS_PER_BATCH,
     Decision,
 )
+from kernel.problems import Code
 from plans.keys import clear_private_key_cache, signing_keys_bootstrap
 from plans.models import SigningKey
 from tests.plans.keys_helpers import kid_in
@@ -49,7 +50,7 @@ def test_readyz_on_an_empty_key_table_reports_no_active_key_and_writes_nothing(d
 
     assert response.status_code == 503
     body = response.json()
-    assert body["code"] == "no_signing_key"
+    assert body["code"] == Code.NO_SIGNING_KEY
     assert "no signing key is active" in body["detail"].lower()
     assert body["checks"] == {"database": "ok", "signingKey": "unavailable"}
     assert writes_in(queries) == []
@@ -64,7 +65,7 @@ def test_readyz_fails_when_the_key_cannot_be_decrypted(db, client):
         response = client.get("/readyz")
 
     assert response.status_code == 503
-    assert response.json()["code"] == "no_signing_key"
+    assert response.json()["code"] == Code.NO_SIGNING_KEY
 
 
 def test_openapi_schema_describes_the_plan_endpoints(client):
@@ -108,14 +109,14 @@ def test_unknown_api_path_is_problem_json(client):
 
     assert response.status_code == 404
     assert response["Content-Type"] == "application/problem+json"
-    assert response.json()["code"] == "not_found"
+    assert response.json()["code"] == Code.NOT_FOUND
 
 
 def test_wrong_method_is_problem_json(db, client):
     response = client.delete("/v1/keys/jwks")
 
     assert response.status_code == 405
-    assert response.json()["code"] == "method_not_allowed"
+    assert response.json()["code"] == Code.METHOD_NOT_ALLOWED
 
 
 def test_nul_in_an_api_url_is_a_400_problem(db, client):
@@ -124,7 +125,7 @@ def test_nul_in_an_api_url_is_a_400_problem(db, client):
 
         assert response.status_code == 400, url
         assert response["Content-Type"] == "application/problem+json"
-        assert response.json()["code"] == "invalid_request"
+        assert response.json()["code"] == Code.INVALID_REQUEST
 
 
 def test_openapi_schema_documents_a_lost_database_and_an_oversized_body(client):

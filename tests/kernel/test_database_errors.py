@@ -15,6 +15,7 @@ from django.db.utils import DatabaseErrorWrapper
 
 from kernel.problems import (
     PROBLEMS,
+    Code,
     database_unavailable_error,
     exception_handler,
     is_database_unavailable,
@@ -79,8 +80,8 @@ def test_unavailability_is_a_503_problem_with_retry_after(settings, rf):
     assert response.status_code == 503
     assert response.content_type == "application/problem+json"
     assert response["Retry-After"] == "7"
-    assert response.data["code"] == "database_unavailable"
-    assert database_unavailable_error().status == PROBLEMS["database_unavailable"].status == 503
+    assert response.data["code"] == Code.DATABASE_UNAVAILABLE
+    assert database_unavailable_error().status == PROBLEMS[Code.DATABASE_UNAVAILABLE].status == 503
 
 
 def test_an_integrity_error_stays_a_server_error(rf):
@@ -89,5 +90,5 @@ def test_an_integrity_error_stays_a_server_error(rf):
     response = exception_handler(duplicate, {"request": rf.post("/v1/plans"), "view": None})
 
     assert response.status_code == 500
-    assert response.data["code"] == "server_error"
+    assert response.data["code"] == Code.SERVER_ERROR
     assert "Retry-After" not in response

@@ -11,7 +11,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from guard.decisions import MAX_DISPLAY_UPDATES_PER_BATCH, MAX_EVENTS_PER_BATCH
 from guard.plan import MAX_GOAL_LENGTH, MAX_STEPS
-from kernel.problems import PROBLEM_CONTENT_TYPE
+from kernel.problems import PROBLEM_CONTENT_TYPE, Code
 from members.models import ApiKey
 from plans.models import Plan, PlanToken
 from tests.conftest import plan_document
@@ -81,7 +81,7 @@ def test_a_body_over_the_limit_is_a_413_problem_and_writes_nothing(agent, path):
     assert response.status_code == 413, response.content[:300]
     assert response["Content-Type"] == PROBLEM_CONTENT_TYPE
     body = response.json()
-    assert body["code"] == "payload_too_large"
+    assert body["code"] == Code.PAYLOAD_TOO_LARGE
     assert body["status"] == 413
     assert str(settings.DATA_UPLOAD_MAX_MEMORY_SIZE) in body["detail"]
     assert _rows() == before
@@ -96,7 +96,7 @@ def test_the_limit_is_the_setting_read_at_request_time(agent):
         accepted = agent.client.post("/v1/plans", data=body, content_type="application/json")
 
     assert refused.status_code == 413
-    assert refused.json()["code"] == "payload_too_large"
+    assert refused.json()["code"] == Code.PAYLOAD_TOO_LARGE
     assert accepted.status_code == 201, accepted.content[:300]
     assert Plan.objects.count() == 1
 

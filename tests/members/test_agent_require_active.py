@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernel.problems import DomainError
+from kernel.problems import Code, DomainError
 from members.services import agent_require_active
 from plans.models import Plan
 from plans.services import plan_issue
@@ -21,11 +21,11 @@ def test_a_disabled_agent_is_refused_by_the_service_and_the_api_alike(agent):
 
     with pytest.raises(DomainError) as refused:
         agent_require_active(agent=agent.agent)
-    assert refused.value.code == "agent_disabled"
+    assert refused.value.code == Code.AGENT_DISABLED
     with pytest.raises(DomainError) as issued:
         plan_issue(agent=agent.agent, document=plan_document())
-    assert issued.value.code == "agent_disabled"
+    assert issued.value.code == Code.AGENT_DISABLED
     response = agent.client.post("/v1/plans", {"plan": plan_document()}, format="json")
     assert response.status_code == 403
-    assert response.json()["code"] == "agent_disabled"
+    assert response.json()["code"] == Code.AGENT_DISABLED
     assert not Plan.objects.exists()

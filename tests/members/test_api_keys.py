@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from kernel.problems import DomainError
+from kernel.problems import Code, DomainError
 from members.models import ApiKey
 from members.services import api_key_authenticate, api_key_create, api_key_revoke, api_key_touch
 
@@ -39,7 +39,7 @@ def test_any_change_to_the_key_is_refused(agent, mangle):
     with pytest.raises(DomainError) as raised:
         api_key_authenticate(mangle(agent.api_key))
 
-    assert raised.value.code == "invalid_api_key"
+    assert raised.value.code == Code.INVALID_API_KEY
 
 
 def test_revoked_and_expired_keys_are_refused(agent):

@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from kernel.models import RateLimitWindow
+from kernel.problems import Code
 from kernel.ratelimit import (
     Rate,
     rate_limit_hit,
@@ -208,7 +209,7 @@ def test_an_api_key_over_its_limit_gets_429_problem_json_with_retry_after(agent,
     refused = agent.client.get(UNKNOWN_PLAN)
 
     assert statuses == [404, 404, 404]
-    body = assert_problem(refused, 429, "throttled")
+    body = assert_problem(refused, 429, Code.THROTTLED)
     assert 1 <= int(refused["Retry-After"]) <= 86400
     assert refused["Retry-After"] in body["detail"]
     # Another key has a count of its own.
@@ -225,7 +226,7 @@ def test_a_throttled_declaration_writes_no_plan(agent):
 
     refused = agent.client.post("/v1/plans", {"plan": plan_document()}, format="json")
 
-    assert_problem(refused, 429, "throttled")
+    assert_problem(refused, 429, Code.THROTTLED)
     assert Plan.objects.count() == 1
 
 
@@ -247,13 +248,13 @@ def test_an_address_over_its_failure_limit_gets_429_even_with_a_valid_key(agent,
     wrong_elsewhere = get_with_key(anonymous_client, unknown_key(), OTHER_ADDRESS)
 
     for response in failures:
-        assert_problem(response, 401, "invalid_api_key")
-    assert_problem(over, 429, "throttled")
+        assert_problem(response, 401, Code.INVALID_API_KEY)
+    assert_problem(over, 429, Code.THROTTLED)
     assert 1 <= int(over["Retry-After"]) <= 86400
     assert "WWW-Authenticate" not in over
-    assert_problem(valid_from_there, 429, "throttled")
+    assert_problem(valid_from_there, 429, Code.THROTTLED)
     assert valid_elsewhere.status_code == 404
-    assert_problem(wrong_elsewhere, 401, "invalid_api_key")
+    assert_problem(wrong_elsewhere, 401, Code.INVALID_API_KEY)
     counter = RateLimitWindow.objects.get(bucket__startswith=f"{AUTH_FAILURE_SCOPE}:{ADDRESS}:")
     # The three 401s; from then on the address was refused before a key was looked at.
     assert counter.hits == 3
@@ -269,7 +270,7 @@ def test_every_kind_of_bad_credential_counts_as_a_failure(agent, anonymous_clien
     third = get_with_key(anonymous_client, "not-a-key")
 
     assert [first.status_code, second.status_code] == [401, 401]
-    assert_problem(third, 429, "throttled")
+    assert_problem(third, 429, Code.THROTTLED)
 
 
 @override_settings(PLANGATE_AUTH_FAILURE_LIMIT="2/day", PLANGATE_RATE_LIMIT="100/day")
@@ -280,7 +281,7 @@ def test_successes_and_missing_credentials_do_not_count_as_failures(agent, anony
 
     assert successes == [404] * 5
     for response in missing:
-        assert_problem(response, 401, "invalid_api_key")
+        assert_problem(response, 401, Code.INVALID_API_KEY)
     assert failures == [401, 401, 429]
 
 

@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from kernel.problems import DomainError
+from kernel.problems import Code, DomainError
 from members.management.commands.seed_demo import DEMO_POLICY
 from members.models import Agent, ApiKey, Member, Team
 from members.services import api_key_authenticate, member_disable
@@ -38,7 +38,7 @@ def authenticates(plaintext: str) -> bool:
     try:
         api_key_authenticate(plaintext)
     except DomainError as exc:
-        assert exc.code == "invalid_api_key"
+        assert exc.code == Code.INVALID_API_KEY
         return False
     return True
 
@@ -80,9 +80,9 @@ def test_a_second_seed_keeps_the_admins_edits_and_replaces_the_printed_key():
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {first_key}")
     refused = client.get("/v1/plans/01JAAAAAAAAAAAAAAAAAAAAAAA")
-    assert refused.status_code == 401 and refused.json()["code"] == "invalid_api_key"
+    assert refused.status_code == 401 and refused.json()["code"] == Code.INVALID_API_KEY
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {second_key}")
-    assert client.get("/v1/plans/01JAAAAAAAAAAAAAAAAAAAAAAA").json()["code"] == "plan_not_found"
+    assert client.get("/v1/plans/01JAAAAAAAAAAAAAAAAAAAAAAA").json()["code"] == Code.PLAN_NOT_FOUND
 
 
 @pytest.mark.django_db

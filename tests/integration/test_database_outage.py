@@ -30,6 +30,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 
+from kernel.problems import Code
 from plans.keys import signing_keys_bootstrap
 from plans.models import Plan, PlanToken
 from tests.conftest import PLAN
@@ -361,7 +362,7 @@ def test_a_database_outage_under_load_answers_503_never_500(tmp_path, agent):
         assert result.status == 503 or result.path == "/v1/keys/jwks", result
         if result.status == 503:
             assert result.content_type == "application/problem+json", result
-            assert result.code == "database_unavailable", result
+            assert result.code == Code.DATABASE_UNAVAILABLE, result
             assert result.retry_after == RETRY_AFTER, result
     assert by_path["/readyz"] and by_path["/admin/"]
     for result in by_path["/admin/"]:
@@ -433,7 +434,7 @@ def test_idle_workers_survive_a_database_restart(tmp_path, agent, health_checks)
         assert all(r.status == 201 for r in after), f"{after}\n{tail(log)}"
     else:
         assert after[0].status == 503, after
-        assert after[0].code == "database_unavailable"
+        assert after[0].code == Code.DATABASE_UNAVAILABLE
         # A worker whose request failed drops the dead connection: one failure each at most.
         assert sum(1 for r in after if r.status == 503) <= WORKERS, after
     acknowledged = {r.plan_id for r in recorder.results if r.status == 201}
@@ -465,6 +466,6 @@ def test_a_database_that_never_answers_is_a_503_after_the_connect_timeout(tmp_pa
     )
     for result in (declared, ready):
         assert result.status == 503, f"{result}\n{tail(log)}"
-        assert result.code == "database_unavailable"
+        assert result.code == Code.DATABASE_UNAVAILABLE
         assert result.retry_after == RETRY_AFTER
     assert after.status == 201, f"{after}\n{tail(log)}"

@@ -23,6 +23,7 @@ import pytest
 import redis
 from django.conf import settings
 
+from kernel.problems import Code
 from members.authentication import AUTH_FAILURE_SCOPE
 
 from .processes import BIN, IS_POSTGRES, IS_REDIS, NEEDS_REDIS, ROOT, process_env, start, stop, tail
@@ -162,7 +163,7 @@ def fire(base_url: str, api_keys: list[str]) -> list[httpx.Response]:
 
 def assert_throttled(response: httpx.Response) -> None:
     assert response.headers["Content-Type"].startswith("application/problem+json")
-    assert response.json()["code"] == "throttled"
+    assert response.json()["code"] == Code.THROTTLED
     assert 1 <= int(response.headers["Retry-After"]) <= PERIOD_SECONDS
 
 
@@ -208,6 +209,6 @@ def test_both_limits_hold_exactly_across_worker_processes(tmp_path, store, no_ad
         if response.status_code == 429:
             assert_throttled(response)
         else:
-            assert response.json()["code"] in {"plan_not_found", "invalid_api_key"}
+            assert response.json()["code"] in {Code.PLAN_NOT_FOUND, Code.INVALID_API_KEY}
     assert after.status_code == 429, after.text
     assert_throttled(after)

@@ -17,6 +17,7 @@ from guard.agent.errors import (
     GuardError,
 )
 from guard.decisions import Decision
+from kernel.problems import Code
 from plans.models import Plan, PlanToken
 from policies.services import policy_set
 from tests.conftest import POLICY, plan_document
@@ -206,8 +207,8 @@ def test_an_invalid_plan_is_refused_locally_with_each_path(make_guard, switchboa
 @pytest.mark.parametrize(
     ("overrides", "code"),
     [
-        ({"user": "mallory@acme.dev"}, "unknown_user"),
-        ({"steps": [{"tool": "github_delete_repo"}]}, "policy_denied"),
+        ({"user": "mallory@acme.dev"}, Code.UNKNOWN_USER),
+        ({"steps": [{"tool": "github_delete_repo"}]}, Code.POLICY_DENIED),
     ],
 )
 def test_a_refusal_of_the_control_plane_keeps_its_code(make_guard, overrides, code):
@@ -326,7 +327,7 @@ def test_call_runs_the_tool_only_when_allowed(make_guard):
         guard.call("github_list_issues", {"repo": "acme/secret"}, list_issues)
 
     assert ran == [REPO]
-    assert blocked.value.code == "not_in_plan"
+    assert blocked.value.code == Decision.NOT_IN_PLAN
     assert blocked.value.decision.code == Decision.NOT_IN_PLAN
 
 

@@ -45,7 +45,7 @@ def test_a_revoked_signing_key_blocks_its_token_as_token_invalid(make_guard, clo
     assert decision.code == Decision.TOKEN_INVALID
     assert kid in decision.reason
     status = guard.status()
-    assert (status.state, status.blocked) == ("blocked", "token_invalid")
+    assert (status.state, status.blocked) == ("blocked", Decision.TOKEN_INVALID)
     assert token_kinds(declared.plan_id) == ["issue"]
 
 
@@ -90,5 +90,5 @@ def test_the_background_refresher_notices_a_revoked_key_by_itself(live_guard, se
 
     # Calls are token_invalid from the moment the key is found missing; the refused
     # refresh that follows makes it final.
-    assert wait_until(lambda: guard.status().blocked == "token_invalid")
+    assert wait_until(lambda: guard.status().blocked == Decision.TOKEN_INVALID)
     assert guard.check("github_list_issues", REPO).code == Decision.TOKEN_INVALID

@@ -14,6 +14,7 @@ import pytest
 from django.utils import timezone
 
 from guard.decisions import Decision
+from kernel.problems import Code
 from members.services import api_key_revoke, member_disable
 from plans.models import Plan, PlanToken
 from plans.services import plan_revoke
@@ -207,7 +208,7 @@ def test_a_refresh_refused_for_another_reason_is_not_retried_and_the_token_serve
     after_expiry = guard.check("github_list_issues", REPO)
 
     assert switchboard.count("/refresh") == 1
-    assert "invalid_api_key" in (guard.status().refresh_error or "")
+    assert Code.INVALID_API_KEY in (guard.status().refresh_error or "")
     assert before_expiry.allowed
     assert after_expiry.code == Decision.TOKEN_EXPIRED
 
@@ -241,7 +242,7 @@ def test_the_background_refresher_renews_the_token_before_expiry(live_guard, clo
 def test_a_throttled_refresh_waits_for_retry_after(make_guard, clock, switchboard):
     def throttle(request: httpx.Request, response: httpx.Response) -> httpx.Response:
         if request.url.path.endswith("/refresh"):
-            problem = {"code": "throttled", "status": 429, "detail": "Slow down."}
+            problem = {"code": Code.THROTTLED, "status": 429, "detail": "Slow down."}
             return httpx.Response(429, json=problem, headers={"Retry-After": "30"})
         return response
 
@@ -256,5 +257,5 @@ def test_a_throttled_refresh_waits_for_retry_after(make_guard, clock, switchboar
         attempts.append(switchboard.count("/refresh"))
 
     assert attempts == [1, 1, 2]
-    assert "throttled" in (guard.status().refresh_error or "")
+    assert Code.THROTTLED in (guard.status().refresh_error or "")
     assert guard.check("github_list_issues", REPO).allowed

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from guard.decisions import Decision
 from plans.models import Plan, PlanDisplayUpdate, PlanEvent, PlanToken
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,12 +47,12 @@ def test_the_scripted_agent_runs_and_every_call_is_decided_as_expected(live_serv
     ]
     decisions = list(PlanEvent.objects.filter(plan=plan).order_by("id").values_list("decision"))
     assert [decision for (decision,) in decisions] == [
-        "allowed",
-        "allowed",
-        "allowed",
-        "not_in_plan",
-        "not_in_plan",
-        "allowed",
-        "max_calls_exceeded",
+        Decision.ALLOWED,
+        Decision.ALLOWED,
+        Decision.ALLOWED,
+        Decision.NOT_IN_PLAN,
+        Decision.NOT_IN_PLAN,
+        Decision.ALLOWED,
+        Decision.MAX_CALLS_EXCEEDED,
     ]
     assert PlanDisplayUpdate.objects.filter(plan=plan).exists()

@@ -22,6 +22,7 @@ from guard.decisions import (
 )
 from guard.errors import DocumentInvalid
 from guard.events import validate_event_batch
+from kernel.problems import Code
 from plans.models import PlanDisplayUpdate, PlanEvent
 from tests.conftest import plan_document
 
@@ -55,12 +56,12 @@ def test_decisions_and_display_updates_arrive_at_the_events_endpoint(live_guard)
 
     events = list(PlanEvent.objects.filter(plan_id=declared.plan_id).order_by("id"))
     assert [(e.tool, e.decision, e.step) for e in events] == [
-        ("github_list_issues", "allowed", 0),
-        ("github_list_issues", "max_calls_exceeded", 0),
-        ("github_get_issue", "policy_denied", 1),
-        ("send_email", "not_in_plan", None),
-        ("github_get_issue", "allowed", 1),
-        ("['not', 'a', 'name']", "invalid_arguments", None),
+        ("github_list_issues", Decision.ALLOWED, 0),
+        ("github_list_issues", Decision.MAX_CALLS_EXCEEDED, 0),
+        ("github_get_issue", Decision.POLICY_DENIED, 1),
+        ("send_email", Decision.NOT_IN_PLAN, None),
+        ("github_get_issue", Decision.ALLOWED, 1),
+        ("['not', 'a', 'name']", Decision.INVALID_ARGUMENTS, None),
     ]
     assert [e.decision for e in events] == [d.code.value for d in decisions]
     assert events[0].args_digest == digest({**REPO, "state": "open"})
@@ -121,12 +122,13 @@ def test_recording_never_waits_for_a_hanging_control_plane():
         release.wait()
 
     reporter = DecisionReporter(hanging_post, max_queue=100, batch_size=10, interval=0.01)
-    reporter.record("p", 0.0, "t", "allowed", 0, "", {}, False)
+    reporter.record("p", 0.0, "t", Decision.ALLOWED, 0, "", {}, False)
     assert posting.wait(30)  # the reporter thread is now stuck in the network
 
     recorder = threading.Thread(
         target=lambda: [
-            reporter.record("p", 0.0, "t", "allowed", 0, "", {"n": n}, False) for n in range(5000)
+            reporter.record("p", 0.0, "t", Decision.ALLOWED, 0, "", {"n": n}, False)
+            for n in range(5000)
         ]
     )
     recorder.start()
@@ -150,7 +152,9 @@ def test_batches_respect_the_endpoints_limits_and_group_by_plan():
         lambda plan_id, batch: batches.append((plan_id, batch)), batch_size=500, interval=60
     )
     for n in range(1200):
-        reporter.record("p1" if n % 3 else "p2", 1_800_000_000.5, "t", "allowed", 0, "", {}, False)
+        reporter.record(
+            "p1" if n % 3 else "p2", 1_800_000_000.5, "t", Decision.ALLOWED, 0, "", {}, False
+        )
     for n in range(120):
         reporter.display("p1", 1_800_000_000.0, {"sessionId": "s", "update": {"n": n}})
 
@@ -165,7 +169,7 @@ def test_batches_respect_the_endpoints_limits_and_group_by_plan():
     assert event == {
         "at": "2027-01-15T08:00:00.500000Z",
         "tool": "t",
-        "decision": "allowed",
+        "decision": Decision.ALLOWED,
         "step": 0,
         "argsDigest": digest({}),
     }
@@ -183,7 +187,11 @@ def test_another_agents_plan_is_not_found_and_nothing_is_stored(
     try:
         intruder.post_events(
             declared.plan_id,
-            {"events": [{"at": "2026-01-01T00:00:00Z", "tool": "t", "decision": "not_in_plan"}]},
+            {
+                "events": [
+                    {"at": "2026-01-01T00:00:00Z", "tool": "t", "decision": Decision.NOT_IN_PLAN}
+                ]
+            },
         )
     except ControlPlaneError as error:
         refused = error
@@ -194,7 +202,7 @@ def test_another_agents_plan_is_not_found_and_nothing_is_stored(
     reporter.close()
     intruder.close()
 
-    assert (refused.status, refused.code) == (404, "plan_not_found")
+    assert (refused.status, refused.code) == (404, Code.PLAN_NOT_FOUND)
     assert reporter.stats().dropped == 3
     assert reporter.stats().failed_batches == 1
     assert PlanEvent.objects.filter(plan_id=declared.plan_id).count() == 0
@@ -270,7 +278,7 @@ def test_the_agent_may_attach_its_own_acp_updates(live_guard):
 
 
 def test_the_server_refuses_the_step_of_another_plan_with_the_shared_validator():
-    event = {"at": "2026-01-01T00:00:00Z", "tool": "t", "decision": "allowed", "step": 2}
+    event = {"at": "2026-01-01T00:00:00Z", "tool": "t", "decision": Decision.ALLOWED, "step": 2}
 
     assert validate_event_batch({"events": [event]}).events[0].step == 2
     with pytest.raises(DocumentInvalid) as refused:
@@ -332,7 +340,7 @@ def test_a_full_batch_of_the_reporter_is_within_the_servers_limit():
         lambda plan_id, batch: batches.append(batch), batch_size=MAX_EVENTS_PER_BATCH, interval=60
     )
     for _ in range(MAX_EVENTS_PER_BATCH + 1):
-        reporter.record("p", 0.0, "t", "not_in_plan", None, "", {}, False)
+        reporter.record("p", 0.0, "t", Decision.NOT_IN_PLAN, None, "", {}, False)
     assert reporter.flush()
     reporter.close()
 

@@ -6,6 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from guard.decisions import Decision
 from members.services import api_key_create, member_upsert
 from plans.models import PlanDisplayUpdate, PlanEvent
 from plans.services import plan_issue
@@ -27,7 +28,7 @@ def grow(team, agent, index: int) -> None:
         plan=issued.plan,
         occurred_at=issued.issued_at,
         tool="github_get_issue",
-        decision="allowed",
+        decision=Decision.ALLOWED,
         step=1,
     )
     PlanDisplayUpdate.objects.create(

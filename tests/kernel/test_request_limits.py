@@ -9,7 +9,7 @@ from django.conf import settings
 from django.test import override_settings
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from guard.decisions import MAX_DISPLAY_UPDATES_PER_BATCH, MAX_EVENTS_PER_BATCH
+from guard.decisions import MAX_DISPLAY_UPDATES_PER_BATCH, MAX_EVENTS_PER_BATCH, Decision
 from guard.plan import MAX_GOAL_LENGTH, MAX_STEPS
 from kernel.problems import PROBLEM_CONTENT_TYPE, Code
 from members.models import ApiKey
@@ -128,7 +128,7 @@ def test_the_default_limit_holds_a_large_plan_and_a_full_event_batch():
     event = {
         "at": "2026-01-01T00:00:00.000000Z",
         "tool": "t" * 64,
-        "decision": "not_in_plan",
+        "decision": Decision.NOT_IN_PLAN,
         "step": 49,
         "reason": "r" * 200,
         "argsDigest": "d" * 64,

@@ -5,15 +5,16 @@ what it describes does; a refusal, which writes nothing else, is appended on its
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
+from django.db import connection
 from django.utils import timezone
 
 from members.models import Team
 
 from .actors import current_actor
-from .models import AuditRecord
+from .models import AuditRecord, UnattributedRefusal
 
 
 def record_build(
@@ -61,3 +62,20 @@ def record_append(**fields: Any) -> AuditRecord:
 
 def records_append(records: Iterable[AuditRecord]) -> list[AuditRecord]:
     return AuditRecord.objects.bulk_create(list(records))
+
+
+def unattributed_refusal_count(*, code: str, day: date | None = None) -> None:
+    """Count one refusal that names no agent (UnattributedRefusal), for ``day`` (today, UTC).
+
+    One statement that inserts the day's first or adds one, as kernel.ratelimit counts its
+    hits: atomic on SQLite and PostgreSQL, with no read-then-write race between workers.
+    """
+    day = day or timezone.now().date()
+    # Only the model's own table name is formatted in; the values are parameters.
+    table = connection.ops.quote_name(UnattributedRefusal._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (day, code, count) VALUES (%s, %s, 1) "  # noqa: S608
+            f"ON CONFLICT (day, code) DO UPDATE SET count = {table}.count + 1",
+            [connection.ops.adapt_datefield_value(day), str(code)],
+        )

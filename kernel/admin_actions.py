@@ -10,7 +10,7 @@ still being populated.
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin
 from django.contrib.admin import helpers
@@ -42,6 +42,22 @@ class ObjectActionsMixin(admin.ModelAdmin):
         """Whether the action makes sense for ``obj`` now (say, not revoking a revoked key)."""
         return True
 
+    def object_action_allowed(self, request: HttpRequest, action_name: str) -> bool:
+        """Whether this user may run the action. The one check behind both the 403 and
+        whether a control for it is drawn at all: a person never sees a button, link or
+        column that would only answer "forbidden"."""
+        return action_name in self.get_actions(request)
+
+    def object_action_url(self, request: HttpRequest, obj: Any, action_name: str) -> str | None:
+        """The address of the action on ``obj``'s own page, or None when the user may not
+        run it or it makes no sense for ``obj`` now: draw a control only from this."""
+        if not self.object_action_allowed(request, action_name):
+            return None
+        if not self.object_action_available(obj, action_name):
+            return None
+        info = self.opts.app_label, self.opts.model_name
+        return reverse(f"admin:{info[0]}_{info[1]}_{action_name}", args=[quote(obj.pk)])
+
     def changelist_view(self, request: HttpRequest, extra_context=None):
         if request.method == "POST":
             chosen = [name for name in request.POST.getlist("action") if name]
@@ -67,13 +83,14 @@ class ObjectActionsMixin(admin.ModelAdmin):
         obj = self.get_object(request, unquote(object_id))
         if obj is None:
             raise Http404(f"No {self.opts.verbose_name} with id {object_id!r}.")
-        action = self.get_actions(request).get(action_name)
-        if action is None or request.method != "GET":
-            # The confirmation page posts to the change list, like every action.
+        # The confirmation page posts to the change list, like every action.
+        if not self.object_action_allowed(request, action_name) or request.method != "GET":
             raise PermissionDenied
+        # Allowed means listed among the user's actions, so it is there.
+        function, _name, _description = cast(tuple, self.get_actions(request)[action_name])
         queryset = self.get_queryset(request).filter(pk=obj.pk)
         next_url = request.GET.get("next") or self._change_url(obj)
-        return action[0](self, request, queryset, next_url=next_url)
+        return function(self, request, queryset, next_url=next_url)
 
     def _change_url(self, obj: Any) -> str:
         info = self.opts.app_label, self.opts.model_name
@@ -82,15 +99,21 @@ class ObjectActionsMixin(admin.ModelAdmin):
     def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
         links = []
         if obj is not None:
-            allowed = self.get_actions(request)
-            info = self.opts.app_label, self.opts.model_name
-            links = [
-                (reverse(f"admin:{info[0]}_{info[1]}_{name}", args=[quote(obj.pk)]), label)
-                for name, label in self.object_actions.items()
-                if name in allowed and self.object_action_available(obj, name)
-            ]
+            for name, label in self.object_actions.items():
+                url = self.object_action_url(request, obj, name)
+                if url is not None:
+                    links.append((url, label))
         context["object_action_links"] = links
         return super().render_change_form(request, context, add, change, form_url, obj)
+
+
+def object_action_allowed(request: HttpRequest, model: type, action_name: str) -> bool:
+    """Whether the user may run ``model``'s action, asked of its registered admin: for a
+    control drawn on another model's page (an inline's "Revoke…" column)."""
+    model_admin: admin.ModelAdmin = admin.site.get_model_admin(model)
+    return isinstance(model_admin, ObjectActionsMixin) and model_admin.object_action_allowed(
+        request, action_name
+    )
 
 
 def confirm_action(

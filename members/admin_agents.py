@@ -22,7 +22,12 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from kernel.admin_actions import OneTimeFormToken, confirm_action, redirect_after_action
+from kernel.admin_actions import (
+    OneTimeFormToken,
+    confirm_action,
+    object_action_allowed,
+    redirect_after_action,
+)
 from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
 from kernel.admin_forms import ServiceSavedAdmin
 from kernel.admin_widgets import datetime_column
@@ -61,6 +66,13 @@ class ApiKeyInline(ReadOnlyPermissions, admin.TabularInline):
     expires = datetime_column("expires_at", "expires")
     ordering = ["-created_at"]
     verbose_name_plural = "API keys (the secret is shown once, when created)"
+
+    def get_fields(self, request: HttpRequest, obj=None):
+        # The "Revoke…" column only for those who may revoke: the same check as the 403.
+        fields = list(super().get_fields(request, obj))
+        if not object_action_allowed(request, ApiKey, "revoke_api_keys"):
+            fields.remove("revoke")
+        return fields
 
     @admin.display(description="prefix")
     def prefix(self, api_key: ApiKey) -> str:

@@ -20,6 +20,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from kernel.credentials import CredentialFormat
+
 
 class AuditRecordQuerySet(models.QuerySet["AuditRecord"]):
     def sealed(self) -> AuditRecordQuerySet:
@@ -87,6 +89,29 @@ class AuditRecord(models.Model):
         return f"{self.get_kind_display()} {self.at:%Y-%m-%d %H:%M:%S}"
 
 
+class RefusedAttempt(AuditRecord):
+    """The refused declarations and refreshes of the trail, as a list of their own in the
+    admin (a proxy: the same rows, filtered by kind)."""
+
+    KINDS = (AuditRecord.Kind.PLAN_REFUSED, AuditRecord.Kind.REFRESH_REFUSED)
+
+    class Meta:
+        proxy = True
+        verbose_name = "refused attempt"
+
+
+class ActivityRecord(AuditRecord):
+    """The admin and operator changes of the trail (kind ``change``), as a list of their own
+    in the admin (a proxy: the same rows, filtered by kind)."""
+
+    KINDS = (AuditRecord.Kind.CHANGE,)
+
+    class Meta:
+        proxy = True
+        verbose_name = "activity"
+        verbose_name_plural = "activity"
+
+
 class UnattributedRefusal(models.Model):
     """Refusals that no agent can be named for (no, unknown or revoked API key): counted per
     day and code, not stored one by one, since anyone on the network can send them."""
@@ -103,3 +128,73 @@ class UnattributedRefusal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day} {self.code}: {self.count}"
+
+
+class AuditChainHead(models.Model):
+    """Where a team's chain ends: the last sealed record's ``seq`` and ``hash``.
+
+    Only the sealer writes it, holding its row lock (``select_for_update``) while it numbers
+    and chains the team's new records, so two sealers never fork a chain; appending records
+    never touches it. ``verify_audit`` compares it with the records, which is how a deleted
+    tail shows.
+    """
+
+    team_path: ClassVar[str] = "team"
+
+    team = models.OneToOneField(
+        "members.Team", on_delete=models.PROTECT, primary_key=True, related_name="+"
+    )
+    last_seq = models.PositiveBigIntegerField(default=0)
+    last_hash = models.CharField(max_length=64, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "audit chain head"
+
+    def __str__(self) -> str:
+        return f"team {self.team_id}: seq {self.last_seq}"
+
+
+AUDIT_TOKEN_FORMAT = CredentialFormat(prefix="pga_", purpose=b"plangate.audit-token.v1")
+
+
+class AuditTokenQuerySet(models.QuerySet["AuditToken"]):
+    def usable(self) -> AuditTokenQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class AuditToken(models.Model):
+    """A read-only bearer credential for one team's sealed audit records (the records API),
+    created by a superuser. Only a keyed hash of the secret is kept (``kernel.credentials``,
+    as for API keys); the plaintext is shown once."""
+
+    team_path: ClassVar[str] = "team"
+
+    team = models.ForeignKey("members.Team", on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=200, blank=True)
+    lookup_id = models.CharField(max_length=16, unique=True, editable=False)
+    secret_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.CharField(max_length=254, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = AuditTokenQuerySet.as_manager()
+
+    # DRF's IsAuthenticated asks the authenticated "user"; on the records API that is the
+    # token, as the Agent is on the agents' API.
+    is_authenticated = True
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.prefix
+
+    @property
+    def prefix(self) -> str:
+        """The visible, non-secret start of the token, enough to recognise it."""
+        return AUDIT_TOKEN_FORMAT.visible_prefix(self.lookup_id)
+
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None

@@ -1,0 +1,143 @@
+"""Recomputing a team's chain from its first record: what ``manage.py verify_audit`` reports.
+
+Reads only. The first break in a team's chain is named by team, ``seq`` and id, with what
+it means:
+
+* ``changed``: the record's stored hash is not the hash of its content (an edited row);
+* ``reordered``: its ``prev_hash`` is not the hash of the record now before it (rows moved,
+  or the record before was changed and its hash recomputed);
+* ``deleted``: a ``seq`` is missing, or the head says more records were sealed than exist
+  (a deleted tail), or sealed records exist with no head at all.
+
+Checks stop at a team's first break: everything after it is suspect anyway.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from members.models import Team
+
+from .chain import GENESIS_PREV_HASH, record_hash
+from .models import AuditChainHead, AuditRecord
+
+Problem = Literal["changed", "reordered", "deleted"]
+
+VERIFY_CHUNK_SIZE = 2000
+
+
+@dataclass(frozen=True)
+class ChainBreak:
+    problem: Problem
+    seq: int  # the first seq that does not hold
+    record_id: int | None  # the record found there, None when it is missing
+    explanation: str
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    team: Team
+    sealed: int  # records checked
+    unsealed: int  # records not sealed yet
+    last_hash: str
+    broken: ChainBreak | None
+
+    @property
+    def intact(self) -> bool:
+        return self.broken is None
+
+
+def chain_verify(*, team: Team) -> ChainReport:
+    """Recompute ``team``'s chain from seq 1; see the module docstring.
+
+    The head is read first and only records up to its ``seq`` are checked: the sealer
+    commits records and head together, so those all existed when the head was read, and
+    records a sealer adds while this runs are left for the next check.
+    """
+    head = AuditChainHead.objects.filter(team=team).first()
+    unsealed = AuditRecord.objects.unsealed().filter(team=team).count()
+    records = AuditRecord.objects.sealed().filter(team=team)
+    if head is not None:
+        records = records.filter(seq__lte=head.last_seq)
+    expected_seq, prev_hash, checked = 1, GENESIS_PREV_HASH, 0
+
+    def report(broken: ChainBreak | None) -> ChainReport:
+        return ChainReport(team, checked, unsealed, prev_hash, broken)
+
+    for record in records.order_by("seq").iterator(VERIFY_CHUNK_SIZE):
+        assert record.seq is not None  # sealed()
+        if record.seq != expected_seq:
+            missing = (
+                f"seq {expected_seq}"
+                if record.seq == expected_seq + 1
+                else f"seq {expected_seq} to {record.seq - 1}"
+            )
+            return report(
+                ChainBreak(
+                    "deleted",
+                    expected_seq,
+                    None,
+                    f"{missing} missing: the next record is seq {record.seq} (id {record.pk})",
+                )
+            )
+        if record.prev_hash != prev_hash:
+            return report(
+                ChainBreak(
+                    "reordered",
+                    record.seq,
+                    record.pk,
+                    f"seq {record.seq} (id {record.pk}) does not follow the record before it: "
+                    "its prev_hash is not that record's hash (rows moved, or the record "
+                    "before was changed and rehashed)",
+                )
+            )
+        if record.hash != record_hash(record):
+            return report(
+                ChainBreak(
+                    "changed",
+                    record.seq,
+                    record.pk,
+                    f"seq {record.seq} (id {record.pk}) was changed: its content does not "
+                    "hash to its stored hash",
+                )
+            )
+        prev_hash, expected_seq, checked = record.hash, expected_seq + 1, checked + 1
+    last_seq = expected_seq - 1
+    if head is None:
+        # A sealer may have created the head since it was read: then these are new records.
+        if last_seq and not AuditChainHead.objects.filter(team=team).exists():
+            return report(
+                ChainBreak(
+                    "deleted",
+                    1,
+                    None,
+                    f"{last_seq} records are sealed but the team's chain head is missing",
+                )
+            )
+    elif head.last_seq > last_seq:
+        return report(
+            ChainBreak(
+                "deleted",
+                last_seq + 1,
+                None,
+                f"the chain head says {head.last_seq} records were sealed; "
+                + (
+                    f"seq {last_seq + 1} is missing"
+                    if head.last_seq == last_seq + 1
+                    else f"seq {last_seq + 1} to {head.last_seq} are missing"
+                )
+                + " (a deleted tail)",
+            )
+        )
+    elif head.last_hash != prev_hash:
+        return report(
+            ChainBreak(
+                "changed",
+                last_seq,
+                None,
+                f"the chain head's hash ({head.last_hash[:12]}…) is not the last record's "
+                f"(seq {last_seq}, {prev_hash[:12]}…)",
+            )
+        )
+    return report(None)

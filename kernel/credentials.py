@@ -1,0 +1,69 @@
+"""Bearer credentials shown once and stored hashed: agents' API keys (``pg_``) and audit
+tokens (``pga_``) are both ``<prefix><lookup id>_<secret>``.
+
+The lookup id (lowercase hex) finds the row; only a keyed hash of the secret is stored,
+keyed by a pepper derived from SECRET_KEY and the credential's purpose, so a database dump
+alone cannot be used to test guesses offline, and a hash of one kind never verifies as
+another. Comparison is constant-time (``hmac.compare_digest``). Hashing is explicit, in the
+services that create and authenticate, never on save.
+
+Kernel module: imports no Plangate app.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from django.conf import settings
+
+_HEX_DIGITS = "0123456789abcdef"
+
+
+@dataclass(frozen=True)
+class MintedCredential:
+    lookup_id: str
+    secret_hash: str
+    plaintext: str  # shown once, never stored or logged
+
+
+@dataclass(frozen=True)
+class CredentialFormat:
+    prefix: str  # "pg_"
+    purpose: bytes  # b"plangate.api-key.v1": the pepper's label
+    lookup_id_length: int = 12
+
+    def visible_prefix(self, lookup_id: str) -> str:
+        """The non-secret start of a credential, enough to recognise it in a list."""
+        return f"{self.prefix}{lookup_id}"
+
+    def secret_hash(self, secret: str) -> str:
+        pepper = hmac.new(settings.SECRET_KEY.encode(), self.purpose, hashlib.sha256).digest()
+        return hmac.new(pepper, secret.encode(), hashlib.sha256).hexdigest()
+
+    def mint(self) -> MintedCredential:
+        lookup_id = secrets.token_hex(self.lookup_id_length // 2)
+        secret = secrets.token_urlsafe(32)
+        return MintedCredential(
+            lookup_id=lookup_id,
+            secret_hash=self.secret_hash(secret),
+            plaintext=f"{self.visible_prefix(lookup_id)}_{secret}",
+        )
+
+    def parse(self, plaintext: str) -> tuple[str, str] | None:
+        """(lookup id, secret) of a well-formed credential of this kind, else None.
+
+        Only lowercase hex ever names a credential; other text (NUL included, which
+        PostgreSQL cannot even compare) is refused before any query.
+        """
+        if not plaintext.startswith(self.prefix):
+            return None
+        lookup_id, _, secret = plaintext[len(self.prefix) :].partition("_")
+        if len(lookup_id) != self.lookup_id_length or not secret or lookup_id.strip(_HEX_DIGITS):
+            return None
+        return lookup_id, secret
+
+    def matches(self, secret_hash: str, secret: str) -> bool:
+        return hmac.compare_digest(secret_hash, self.secret_hash(secret))

@@ -16,6 +16,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from audit.admin_changes import RecordedChangesAdmin
 from kernel.admin_base import PlangateModelAdmin
 from kernel.admin_forms import ServiceSavedAdmin
 from kernel.admin_widgets import admin_link, datetime_column
@@ -65,7 +66,7 @@ def _members_summary(queryset, changelist_filter: str) -> str:
 
 
 @admin.register(Team)
-class TeamAdmin(PlangateModelAdmin):
+class TeamAdmin(RecordedChangesAdmin, PlangateModelAdmin):
     list_display = ["name", "slug", "member_count", "agent_count", "log_call_arguments"]
     search_fields = ["name", "slug"]
     filter_horizontal = ["staff"]
@@ -166,8 +167,9 @@ class MemberAdmin(ServiceSavedAdmin, PlangateModelAdmin):
             self.message_user(request, "The selected members were already disabled.", messages.INFO)
 
 
-class MembersShownAdmin(PlangateModelAdmin):
-    """Roles and groups: their members listed on their page, counted in the list."""
+class MembersShownAdmin(RecordedChangesAdmin, PlangateModelAdmin):
+    """Roles and groups: their members listed on their page, counted in the list. Saved
+    without a service, so the admin records their changes (``RecordedChangesAdmin``)."""
 
     list_display = ["name", "team", "description", "member_count"]
     list_filter = [("team", admin.RelatedOnlyFieldListFilter)]

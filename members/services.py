@@ -8,7 +8,7 @@ import logging
 import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
@@ -16,6 +16,12 @@ from django.db import DatabaseError, transaction
 from django.db.models import Model
 from django.utils import timezone
 
+from audit.changes import (
+    change_append,
+    changes_append_to_teams,
+    created_changes,
+    field_changes,
+)
 from guard.errors import FieldError
 from kernel.problems import Code, DomainError
 
@@ -33,7 +39,20 @@ logger = logging.getLogger(__name__)
 
 
 def team_get_or_create(*, slug: str = DEFAULT_TEAM_SLUG, name: str | None = None) -> Team:
-    team, _ = Team.objects.get_or_create(slug=slug, defaults={"name": name or slug.title()})
+    """The team with this slug; created (and recorded in its own activity log) if missing."""
+    with transaction.atomic():
+        team, created = Team.objects.get_or_create(
+            slug=slug, defaults={"name": name or slug.title()}
+        )
+        if created:
+            change_append(
+                team=team,
+                object_type="team",
+                object_id=team.pk,
+                name=team.slug,
+                action="created",
+                changes=created_changes({"slug": team.slug, "name": team.name}),
+            )
     return team
 
 
@@ -81,7 +100,7 @@ def member_save(
     ``role`` is a Role or a role name ("" clears it); ``groups`` are Groups or group names.
     Names missing in the team are created there; a Role or Group of another team is refused.
     None leaves a field as it is. Refusals are DomainError ``invalid_request`` naming the
-    field; nothing is written then.
+    field; nothing is written then. What changed is recorded in the team's activity log.
     """
     group_list = None if groups is None else list(groups)
     errors = _not_in_team(team, "role", [role] if isinstance(role, Role) else [])
@@ -96,6 +115,13 @@ def member_save(
             )
         if errors:
             raise _refusal(errors)
+        # Read from the database: an admin form has already put its values on ``member``.
+        stored = (
+            Member.objects.select_related("team", "role").filter(pk=member.pk).first()
+            if member is not None and member.pk is not None
+            else None
+        )
+        before = _member_state(stored) if stored is not None else None
         if member is None:
             member = Member()
         member.team = team
@@ -103,7 +129,7 @@ def member_save(
         if name is not None:
             member.name = name
         if isinstance(role, str):
-            member.role = Role.objects.get_or_create(team=team, name=role)[0] if role else None
+            member.role = _role_named(team, role) if role else None
         elif role is not None:
             member.role = role
         if is_active is not None:
@@ -113,13 +139,71 @@ def member_save(
         if group_list is not None:
             member.groups.set(
                 [
-                    group
-                    if isinstance(group, Group)
-                    else Group.objects.get_or_create(team=team, name=group)[0]
+                    group if isinstance(group, Group) else _group_named(team, group)
                     for group in group_list
                 ]
             )
+        _member_change_record(member, before, stored.team_id if stored else None)
     return member
+
+
+def _member_state(member: Member) -> dict[str, Any]:
+    """A member as its change records show it."""
+    return {
+        "team": member.team.slug,
+        "email": member.email,
+        "name": member.name,
+        "role": member.role.name if member.role else None,
+        "groups": member.group_names(),
+        "is_active": member.is_active,
+    }
+
+
+def _member_change_record(
+    member: Member, before: dict[str, Any] | None, team_before: int | None
+) -> None:
+    """One record of what ``member_save`` changed, none when nothing did; a member moved
+    to another team is recorded in both teams' logs."""
+    after = _member_state(member)
+    changes = field_changes(before, after) if before else created_changes(after)
+    if not changes:
+        return
+    team_ids = {member.team_id} | ({team_before} if team_before is not None else set())
+    changes_append_to_teams(
+        sorted(team_ids),
+        object_type="member",
+        object_id=member.pk,
+        name=member.email,
+        action="updated" if before else "created",
+        changes=changes,
+        user=member.email,
+    )
+
+
+def _role_named(team: Team, name: str) -> Role:
+    role, created = Role.objects.get_or_create(team=team, name=name)
+    if created:
+        _named_row_created(team, "role", role)
+    return role
+
+
+def _group_named(team: Team, name: str) -> Group:
+    group, created = Group.objects.get_or_create(team=team, name=name)
+    if created:
+        _named_row_created(team, "group", group)
+    return group
+
+
+def _named_row_created(team: Team, object_type: str, row: Role | Group) -> None:
+    """A role or group that saving a member created because it was named."""
+    change_append(
+        team=team,
+        object_type=object_type,
+        object_id=row.pk,
+        name=row.name,
+        action="created",
+        changes={"name": [None, row.name]},
+    )
 
 
 def member_upsert(
@@ -154,6 +238,15 @@ def member_disable(*, team: Team, email: str) -> Member:
         if member.is_active:
             member.is_active = False
             member.save(update_fields=["is_active"])
+            change_append(
+                team=team,
+                object_type="member",
+                object_id=member.pk,
+                name=member.email,
+                action="disabled",
+                changes={"is_active": [True, False]},
+                user=member.email,
+            )
     return member
 
 
@@ -184,7 +277,9 @@ def _agent_save(agent: Agent) -> Agent:
 
 def agent_create(*, team: Team, name: str, policy: Policy, is_active: bool = True) -> Agent:
     with transaction.atomic():
-        return _agent_save(Agent(team=team, name=name, policy=policy, is_active=is_active))
+        agent = _agent_save(Agent(team=team, name=name, policy=policy, is_active=is_active))
+        _agent_change_record(agent, None)
+    return agent
 
 
 def agent_update(
@@ -197,13 +292,39 @@ def agent_update(
     """Change the given fields; an agent keeps its team (its plans and keys were issued
     there)."""
     with transaction.atomic():
+        # Read from the database: an admin form has already put its values on ``agent``.
+        stored = Agent.objects.select_related("policy").filter(pk=agent.pk).first()
         if name is not None:
             agent.name = name
         if policy is not None:
             agent.policy = policy
         if is_active is not None:
             agent.is_active = is_active
-        return _agent_save(agent)
+        _agent_save(agent)
+        _agent_change_record(agent, _agent_state(stored) if stored is not None else None)
+    return agent
+
+
+def _agent_state(agent: Agent) -> dict[str, Any]:
+    """An agent as its change records show it."""
+    return {"name": agent.name, "policy": agent.policy.slug, "is_active": agent.is_active}
+
+
+def _agent_change_record(agent: Agent, before: dict[str, Any] | None) -> None:
+    after = _agent_state(agent)
+    changes = field_changes(before, after) if before else created_changes(after)
+    if not changes:
+        return
+    change_append(
+        team=agent.team_id,
+        object_type="agent",
+        object_id=agent.pk,
+        name=agent.name,
+        action="created" if before is None else "updated",
+        changes=changes,
+        agent_name=agent.name,
+        policy=agent.policy.slug,
+    )
 
 
 def _hash_secret(secret: str) -> str:
@@ -216,23 +337,52 @@ def _hash_secret(secret: str) -> str:
 def api_key_create(
     *, agent: Agent, name: str = "", expires_at: datetime | None = None
 ) -> tuple[ApiKey, str]:
-    """Create a key and return it with its plaintext, which is shown once and never stored."""
+    """Create a key and return it with its plaintext, which is shown once and never stored
+    (the activity log names it by its visible prefix)."""
     lookup_id = secrets.token_hex(LOOKUP_ID_LENGTH // 2)
     secret = secrets.token_urlsafe(32)
-    api_key = ApiKey.objects.create(
-        agent=agent,
-        name=name,
-        lookup_id=lookup_id,
-        secret_hash=_hash_secret(secret),
-        expires_at=expires_at,
-    )
+    with transaction.atomic():
+        api_key = ApiKey.objects.create(
+            agent=agent,
+            name=name,
+            lookup_id=lookup_id,
+            secret_hash=_hash_secret(secret),
+            expires_at=expires_at,
+        )
+        _api_key_change_record(
+            api_key,
+            "created",
+            created_changes({"name": name, "expires_at": expires_at}),
+        )
     return api_key, f"{API_KEY_PREFIX}{lookup_id}_{secret}"
 
 
 def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
-    ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
-    api_key.refresh_from_db(fields=["revoked_at"])
+    """Revoke the key; revoking a revoked key changes (and records) nothing."""
+    with transaction.atomic():
+        revoked = ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+        api_key.refresh_from_db(fields=["revoked_at"])
+        if revoked:
+            _api_key_change_record(
+                api_key, "revoked", field_changes({}, {"revoked_at": api_key.revoked_at})
+            )
     return api_key
+
+
+def _api_key_change_record(api_key: ApiKey, action: str, changes: dict[str, list[Any]]) -> None:
+    agent = api_key.agent
+    change_append(
+        team=agent.team_id,
+        object_type="api_key",
+        object_id=api_key.pk,
+        name=api_key.prefix,
+        action=action,
+        changes=changes,
+        extra={"agent": agent.name},
+        agent_name=agent.name,
+    )
 
 
 def api_key_authenticate(plaintext: str) -> ApiKey:

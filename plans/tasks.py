@@ -1,6 +1,7 @@
 """Celery tasks: thin doors into the key and plan services, run by beat (see settings).
 
-Both are idempotent, so a retried or duplicated run is harmless.
+Both are idempotent, so a retried or duplicated run is harmless. Their changes are recorded
+in the activity log as the task's (``celery <task name>``, ``audit.doors.AuditedTask``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import logging
 from celery import shared_task
 from django.db import DatabaseError
 
+from audit.doors import AuditedTask
 from kernel.ratelimit import rate_limit_windows_purge
 
 from .keys import EncryptionKeyError, signing_key_rotate
@@ -33,6 +35,7 @@ def _active_kid() -> str:
 
 
 @shared_task(
+    base=AuditedTask,
     name="plans.tasks.rotate_signing_keys",
     soft_time_limit=60,
     time_limit=90,
@@ -60,7 +63,7 @@ def rotate_signing_keys() -> dict:
     }
 
 
-@shared_task(name="plans.tasks.expire_plans", soft_time_limit=60, time_limit=90)
+@shared_task(base=AuditedTask, name="plans.tasks.expire_plans", soft_time_limit=60, time_limit=90)
 def expire_plans() -> int:
     """Mark active plans past their absolute lifetime as expired."""
     try:

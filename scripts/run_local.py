@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 VAR = ROOT / "var"
 ENV_FILE = VAR / "local.env"
 BIN = Path(sys.executable).parent
+#: who the activity log names for the changes the start makes (first keys, demo team)
+ACTOR = "make run"
 
 
 def ensure_local_env() -> None:
@@ -53,18 +55,26 @@ def manage(env: dict[str, str], *args: str) -> None:
         raise SystemExit(f"manage.py {args[0]} failed (see above); Plangate did not start.")
 
 
+def start_commands(base_url: str) -> list[tuple[str, ...]]:
+    """The ``manage.py`` commands every start runs before the servers, in order."""
+    return [
+        ("migrate", "--noinput", "-v", "0"),
+        # The first signing keys, on a fresh database, so /readyz and the JWKS answer from
+        # the start (reads never create keys); on later starts, what the scheduled check does.
+        ("rotate_keys", "--if-due", "--actor", ACTOR),
+        ("collectstatic", "--noinput", "-v", "0"),
+        ("seed_demo", "--base-url", base_url, "--actor", ACTOR),
+    ]
+
+
 def main() -> int:
     ensure_local_env()
     env = load_env()
     port = env.get("PORT", "8000")
     base_url = f"http://localhost:{port}"
     env.setdefault("PLANGATE_ISSUER", base_url)
-    manage(env, "migrate", "--noinput", "-v", "0")
-    # The first signing keys, on a fresh database, so /readyz and the JWKS answer from the
-    # start (reads never create keys); on later starts, what the scheduled check would do.
-    manage(env, "rotate_keys", "--if-due")
-    manage(env, "collectstatic", "--noinput", "-v", "0")
-    manage(env, "seed_demo", "--base-url", base_url)
+    for command in start_commands(base_url):
+        manage(env, *command)
 
     processes = [
         subprocess.Popen(

@@ -22,6 +22,7 @@ from django.db import connections, router, transaction
 from kernel.problems import Code, DomainError
 
 from ..models import SigningKey
+from .activity import signing_keys_change_record
 from .locking import lock_all_keys
 
 logger = logging.getLogger(__name__)
@@ -185,6 +186,12 @@ def signing_keys_reencrypt() -> int:
             )
         for kid, encrypted in rewritten:
             SigningKey.objects.filter(pk=kid).update(private_key_encrypted=encrypted)
+        if rewritten:
+            signing_keys_change_record(
+                action="reencrypted",
+                changes={},
+                extra={"reencrypted": sorted(kid for kid, _ in rewritten)},
+            )
     logger.info(
         "re-encrypted %d signing key(s) under the newest KEY_ENCRYPTION_KEY", len(rewritten)
     )

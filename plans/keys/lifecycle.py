@@ -28,6 +28,7 @@ from guard.jwk import jwk_thumbprint, public_jwk
 from kernel.problems import DomainError
 
 from ..models import SigningKey
+from .activity import key_changes, signing_keys_change_record
 from .encryption import (
     EncryptionKeyError,
     encryption_keys,
@@ -104,6 +105,16 @@ def _create_first_keys() -> tuple[str, str] | None:
         with transaction.atomic():
             active = signing_key_create(state=State.ACTIVE)
             next_key = signing_key_create(state=State.NEXT)
+            signing_keys_change_record(
+                action=RotationResult.BOOTSTRAPPED,
+                kid=active.kid,
+                changes=key_changes(
+                    [
+                        KeyChange(active.kid, None, State.ACTIVE),
+                        KeyChange(next_key.kid, None, State.NEXT),
+                    ]
+                ),
+            )
     except IntegrityError:
         # Another process bootstrapped at the same moment; its keys stand.
         return None
@@ -227,6 +238,11 @@ def signing_key_rotate(*, now: datetime | None = None, force: bool = False) -> R
         removed = tuple(_retired_keys_to_remove(now))
         SigningKey.objects.filter(kid__in=removed).delete()
         result = _rotate_locked(now=now, force=force, removed=removed)
+        signing_keys_change_record(
+            action=result.outcome if result.changes else "removed",
+            kid=result.activated or result.created or "",
+            changes=key_changes(result.changes, result.removed),
+        )
     if result.retired:
         private_key_forget(result.retired)
     logger.info("signing keys: %s", result.describe())
@@ -334,6 +350,13 @@ def signing_key_revoke(*, kid: str, now: datetime | None = None) -> RevocationRe
             created=filled.created,
             changes=(KeyChange(kid, previous_state, State.REVOKED), *filled.changes),
             replacement_error=replacement_error,
+        )
+        signing_keys_change_record(
+            action="revoked",
+            kid=kid,
+            changes=key_changes(result.changes),
+            extra={"signing": result.signing}
+            | ({"replacement_error": replacement_error} if replacement_error else {}),
         )
     private_key_forget(kid)
     logger.warning(

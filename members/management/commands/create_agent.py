@@ -1,15 +1,16 @@
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
+from audit.doors import AuditedCommand
 from kernel.problems import DomainError
 from members.models import Team
 from members.services import DEFAULT_TEAM_SLUG, agent_create, api_key_create
 from policies.models import Policy
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = 'Create an agent bound to a policy; prints {"agent": id, "apiKey": "pg_..."} last.'
 
     def add_arguments(self, parser) -> None:

@@ -1,10 +1,11 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.doors import AuditedCommand
 from kernel.problems import DomainError
 from members.services import DEFAULT_TEAM_SLUG, member_upsert, team_get_or_create
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Create a member (and the team, role and groups if missing) or update an existing one."
 
     def add_arguments(self, parser) -> None:

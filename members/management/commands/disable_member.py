@@ -1,11 +1,12 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.doors import AuditedCommand
 from kernel.problems import DomainError
 from members.models import Team
 from members.services import DEFAULT_TEAM_SLUG, member_disable
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Disable a member: no new plan or refresh is signed for them."
 
     def add_arguments(self, parser) -> None:

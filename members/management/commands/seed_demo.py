@@ -3,7 +3,8 @@
 Every start runs it, so it only creates what is missing and never changes what exists: an
 admin's edits (a new policy version, a disabled member, a changed password) survive a
 restart. The one thing each start renews is the demo agent's "make run" API key: the new
-key is printed and the key printed by the previous start is revoked.
+key is printed and the key printed by the previous start is revoked. What it creates and
+renews is in the team's activity log, as ``make run``'s (it passes ``--actor``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import TypedDict
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import check_password
-from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from audit.changes import change_append, created_changes
+from audit.doors import AuditedCommand
 from members.models import Agent, ApiKey, Member, Team
 from members.services import (
     agent_create,
@@ -80,7 +82,7 @@ DEMO_AGENT = "demo-agent"
 API_KEY_NAME = "make run"
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = (
         "Create the demo team's missing objects (existing ones are left as they are), print "
         "the credentials and a fresh API key, and revoke the key printed by the previous run."
@@ -128,6 +130,17 @@ class Command(BaseCommand):
             password = password or secrets.token_urlsafe(12)
             admin = user_model.objects.create_superuser(username, "admin@acme.dev", password)
             team.staff.add(admin)
+            change_append(
+                team=team,
+                object_type="user",
+                object_id=admin.pk,
+                name=username,
+                action="created",
+                changes=created_changes(
+                    {"username": username, "email": admin.email, "is_superuser": True}
+                ),
+                extra={"staff_of": team.slug},
+            )
             return password
         # An existing admin keeps its password: it may have been changed on purpose.
         if password is None:

@@ -1,9 +1,10 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.doors import AuditedCommand
 from plans.keys import EncryptionKeyError, signing_keys_reencrypt
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = (
         "Re-encrypt every stored private signing key under the first (newest) "
         "KEY_ENCRYPTION_KEY; afterwards the older encryption keys can be removed."

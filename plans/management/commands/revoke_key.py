@@ -1,10 +1,11 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.doors import AuditedCommand
 from kernel.problems import DomainError
 from plans.keys import signing_key_revoke
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = (
         "Revoke a signing key at once: it leaves JWKS, its tokens stop verifying and "
         "refreshing; if it was signing, the next key (or a fresh one) signs at once."

@@ -1,9 +1,10 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.doors import AuditedCommand
 from plans.keys import EncryptionKeyError, RotationResult, signing_key_rotate
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = (
         "Rotate the signing keys now: retire the active key, activate the next one, publish "
         "a new next key, delete retired keys whose tokens have all expired."

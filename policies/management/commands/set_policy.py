@@ -1,15 +1,16 @@
 import json
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
+from audit.doors import AuditedCommand
 from kernel.problems import DomainError
 from members.services import DEFAULT_TEAM_SLUG, team_get_or_create
 from policies.services import policy_set
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Create a policy or publish its next version from a JSON file."
 
     def add_arguments(self, parser) -> None:

@@ -45,6 +45,7 @@ class Code(StrEnum):
     INVALID_EVENTS = "invalid_events"
     INVALID_API_KEY = "invalid_api_key"
     INVALID_TOKEN = "invalid_token"  # noqa: S105 (an error code, not a secret)
+    INVALID_AUDIT_TOKEN = "invalid_audit_token"  # noqa: S105 (an error code, not a secret)
     AGENT_DISABLED = "agent_disabled"
     UNKNOWN_USER = "unknown_user"
     USER_DISABLED = "user_disabled"
@@ -73,6 +74,7 @@ PROBLEMS: dict[Code, Problem] = {
     Code.INVALID_EVENTS: Problem(400, "The events are invalid"),
     Code.INVALID_API_KEY: Problem(401, "The API key is missing or not valid"),
     Code.INVALID_TOKEN: Problem(401, "The token is not valid"),
+    Code.INVALID_AUDIT_TOKEN: Problem(401, "The audit token is missing or not valid"),
     Code.AGENT_DISABLED: Problem(403, "The agent is disabled"),
     Code.UNKNOWN_USER: Problem(403, "The plan's user is not a member of this team"),
     Code.USER_DISABLED: Problem(403, "The plan's user is disabled"),

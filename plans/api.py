@@ -1,6 +1,7 @@
 """REST API v1 for agents: declare, refresh and read plans; publish the JWKS.
 
-The views parse and answer; what they document (bodies, examples) is in ``plans.api_schema``.
+The views parse (plans.serializers), call one service and render (plans.serializers); the rest
+of what the schema documents (event batch, examples, JWKS) is in ``plans.api_schema``.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Set as AbstractSet
+from typing import ClassVar
 
 from django.conf import settings
 from django.http import HttpResponse
@@ -16,9 +18,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from audit.models import AuditRecord
 from guard.errors import FieldError
 from guard.events import EVENT_BATCH_KEYS
-from kernel.problems import DomainError
+from kernel.problems import Code, DomainError, to_domain_error
 from members.authentication import request_agent, request_api_key
 from members.models import Agent
 from members.services import agent_require_active, api_key_touch
@@ -30,15 +33,16 @@ from .api_schema import (
     jwks_not_modified_response,
     jwks_response,
     plan_declaration_example,
-    plan_declaration_request,
-    plan_detail_response,
-    plan_refresh_request,
-    token_response,
 )
 from .keys import jwks_document
-from .models import Plan
+from .records import RefusalContext, declaration_context, refresh_context, refusal_record
+from .serializers import (
+    IntentTokenSerializer,
+    PlanDeclarationSerializer,
+    PlanDetailSerializer,
+    PlanRefreshSerializer,
+)
 from .services import (
-    IssuedToken,
     plan_events_record,
     plan_get_for_agent,
     plan_issue,
@@ -67,19 +71,6 @@ def parse_body(request: Request, *, required: AbstractSet[str], optional: Abstra
     return data
 
 
-def parse_ttl(data: dict) -> int | None:
-    ttl = data.get("ttl")
-    if ttl is None:
-        return None
-    if isinstance(ttl, bool) or not isinstance(ttl, int):
-        raise DomainError(
-            "invalid_request",
-            "ttl must be an integer number of seconds.",
-            errors=[FieldError("ttl", "expected an integer")],
-        )
-    return ttl
-
-
 class AgentAPIView(APIView):
     """An endpoint called with an API key. A successful call records the key's last use."""
 
@@ -95,29 +86,68 @@ class AgentAPIView(APIView):
         return response
 
 
-def _token_body(issued: IssuedToken, agent: Agent) -> dict:
-    return {
-        "id": issued.plan.id,
-        "token": issued.token,
-        "planHash": issued.plan.hash,
-        "expiresAt": issued.expires_at.isoformat().replace("+00:00", "Z"),
-        "policy": {
-            "id": issued.policy_version.policy.slug,
-            "version": issued.policy_version.number,
-            "hash": issued.policy_version.hash,
-        },
-        "reportArguments": agent.team.log_call_arguments,
-    }
+class RecordedRefusalsView(AgentAPIView):
+    """An endpoint whose refusals go to the audit trail (plans.records), once the refused
+    request's own writes are rolled back.
+
+    Only refusals of a known agent are stored: one with no usable API key was counted by
+    members.authentication, and so was one over its rate limit (a flood must not fill the
+    trail). A lost database cannot take a record, and a server error is not a refusal.
+    """
+
+    refusal_kind: ClassVar[AuditRecord.Kind]
+    _NOT_STORED: ClassVar[frozenset[Code]] = frozenset(
+        {Code.THROTTLED, Code.DATABASE_UNAVAILABLE, Code.SERVER_ERROR}
+    )
+
+    calling_agent: Agent | None = None
+
+    def perform_authentication(self, request: Request) -> None:
+        super().perform_authentication(request)
+        # None when the request carried no key (IsAuthenticated refuses it next).
+        self.calling_agent = request.user if isinstance(request.user, Agent) else None
+
+    def refusal_context(self, request: Request) -> RefusalContext:
+        """What a refusal made before the service ran was about, from the request."""
+        raise NotImplementedError
+
+    def handle_exception(self, exc: Exception) -> Response:
+        agent = self.calling_agent
+        error = to_domain_error(exc)
+        if agent is not None and error is not None and error.code not in self._NOT_STORED:
+            refusal_record(
+                kind=self.refusal_kind,
+                agent=agent,
+                error=error,
+                context=self.refusal_context(self.request),
+            )
+        return super().handle_exception(exc)
 
 
-class PlanCreateView(AgentAPIView):
+def _request_body(request: Request) -> object:
+    """The parsed body, or None when it could not be read (the refusal says why)."""
+    try:
+        return request.data
+    except Exception:  # a parse error, or a body over the limit: already the refusal
+        return None
+
+
+class PlanCreateView(RecordedRefusalsView):
+    """Declare a plan: it is checked against the team and the agent's active policy, and
+    signed. Every declaration, issued or refused, is recorded in the team's audit trail."""
+
+    refusal_kind = AuditRecord.Kind.PLAN_REFUSED
+
+    def refusal_context(self, request: Request) -> RefusalContext:
+        return declaration_context(_request_body(request))
+
     @extend_schema(
         operation_id="plans_declare",
         summary="Declare a plan and receive an intent token",
-        request=plan_declaration_request,
+        request=PlanDeclarationSerializer,
         examples=[plan_declaration_example],
         responses={
-            201: token_response,
+            201: IntentTokenSerializer,
             400: PROBLEM,
             401: PROBLEM,
             403: PROBLEM,
@@ -126,20 +156,28 @@ class PlanCreateView(AgentAPIView):
         },
     )
     def post(self, request: Request) -> Response:
-        data = parse_body(request, required={"plan"}, optional={"ttl"})
+        body = PlanDeclarationSerializer.validated(request.data)
         issued = plan_issue(
-            agent=request_agent(request), document=data["plan"], ttl=parse_ttl(data)
+            agent=request_agent(request), document=body["plan"], ttl=body.get("ttl")
         )
-        return Response(_token_body(issued, request_agent(request)), status=201)
+        return Response(IntentTokenSerializer(issued).data, status=201)
 
 
-class PlanRefreshView(AgentAPIView):
+class PlanRefreshView(RecordedRefusalsView):
+    """Sign the same plan again with the agent's current policy, role and groups. Every
+    refresh, signed or refused, is recorded in the team's audit trail."""
+
+    refusal_kind = AuditRecord.Kind.REFRESH_REFUSED
+
+    def refusal_context(self, request: Request) -> RefusalContext:
+        return refresh_context(str(self.kwargs.get("plan_id", "")))
+
     @extend_schema(
         operation_id="plans_refresh",
         summary="Re-sign the same plan with the current policy",
-        request=plan_refresh_request,
+        request=PlanRefreshSerializer,
         responses={
-            200: token_response,
+            200: IntentTokenSerializer,
             400: PROBLEM,
             401: PROBLEM,
             403: PROBLEM,
@@ -151,52 +189,11 @@ class PlanRefreshView(AgentAPIView):
         },
     )
     def post(self, request: Request, plan_id: str) -> Response:
-        data = parse_body(request, required={"token"}, optional={"ttl"})
-        if not isinstance(data["token"], str):
-            raise DomainError(
-                "invalid_request",
-                "token must be a string.",
-                errors=[FieldError("token", "expected a string")],
-            )
+        body = PlanRefreshSerializer.validated(request.data)
         issued = plan_refresh(
-            agent=request_agent(request), plan_id=plan_id, token=data["token"], ttl=parse_ttl(data)
+            agent=request_agent(request), plan_id=plan_id, token=body["token"], ttl=body.get("ttl")
         )
-        return Response(_token_body(issued, request_agent(request)))
-
-
-def _iso(value) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
-
-
-def plan_detail_body(plan: Plan) -> dict:
-    version = plan.policy_version
-    return {
-        "id": plan.id,
-        "status": plan.status,
-        "goal": plan.goal,
-        "user": plan.member.email,
-        "agent": plan.agent_id,
-        "planHash": plan.hash,
-        "createdAt": _iso(plan.created_at),
-        "expiresAt": _iso(plan.expires_at),
-        "revokedAt": _iso(plan.revoked_at),
-        "role": plan.role,
-        "groups": plan.groups,
-        "policy": {"id": version.policy.slug, "version": version.number, "hash": version.hash},
-        "steps": plan.document["steps"],
-        "tokens": [
-            {
-                "kind": token.kind,
-                "kid": token.kid,
-                "issuedAt": _iso(token.issued_at),
-                "expiresAt": _iso(token.expires_at),
-                "policyVersion": token.policy_version.number,
-                "role": token.role,
-                "groups": token.groups,
-            }
-            for token in plan.tokens.select_related("policy_version").order_by("issued_at", "id")
-        ],
-    }
+        return Response(IntentTokenSerializer(issued).data)
 
 
 class PlanDetailView(AgentAPIView):
@@ -204,7 +201,7 @@ class PlanDetailView(AgentAPIView):
         operation_id="plans_read",
         summary="The calling agent's own plan: status, steps, token history",
         responses={
-            200: plan_detail_response,
+            200: PlanDetailSerializer,
             401: PROBLEM,
             403: PROBLEM,
             404: PROBLEM,
@@ -212,7 +209,7 @@ class PlanDetailView(AgentAPIView):
     )
     def get(self, request: Request, plan_id: str) -> Response:
         plan = plan_get_for_agent(agent=request_agent(request), plan_id=plan_id)
-        return Response(plan_detail_body(plan))
+        return Response(PlanDetailSerializer(plan).data)
 
 
 class PlanEventsView(AgentAPIView):

@@ -1,17 +1,13 @@
-"""The OpenAPI documentation of the plans API: the fields and serializers that only
-describe bodies. The views in ``plans.api`` parse and answer; guard.plan and guard.events
-validate, with the same limits these serializers publish."""
+"""The OpenAPI documentation of the plans API that is not a body's own declaration: the
+event batch (validated by guard.events, with the same limits these serializers publish),
+examples, and the JWKS answers. The declaration, refresh, token and plan bodies are
+declared once, in ``plans.serializers``, which validates or renders them too."""
 
 from __future__ import annotations
 
-from typing import Any, cast
-
-from django.conf import settings
-from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiResponse,
-    extend_schema_field,
     inline_serializer,
 )
 from rest_framework import serializers
@@ -23,54 +19,10 @@ from guard.decisions import (
     MAX_EVENTS_PER_BATCH,
     Decision,
 )
-from guard.plan import plan_json_schema
-
-from .models import Plan, PlanToken
 
 # The schema itself (application/problem+json, `Problem`) is added to every error response
 # by kernel.openapi.problem_responses.
 PROBLEM = OpenApiResponse(description="RFC 9457 problem+json with a stable `code`")
-
-
-def _openapi_30(schema: object) -> object:
-    """A JSON Schema 2020-12 document as an OpenAPI 3.0 schema object: no `$schema`, `const`
-    as a one-value `enum`, no `propertyNames` (3.0 has neither)."""
-    if isinstance(schema, list):
-        return [_openapi_30(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    converted = {
-        key: _openapi_30(value)
-        for key, value in schema.items()
-        if key not in {"$schema", "const", "propertyNames"}
-    }
-    if "const" in schema:
-        converted["enum"] = [schema["const"]]
-    return converted
-
-
-# The plan schema is an object, so its conversion is one too.
-@extend_schema_field(cast(dict[str, Any], _openapi_30(plan_json_schema())))
-class PlanDocumentField(serializers.JSONField):
-    """The plan document; the server validates it with guard.plan.validate_plan."""
-
-
-class TtlField(serializers.IntegerField):
-    """A token's lifetime in seconds; plans.services.token_ttl_resolve checks it. Its bounds
-    are settings, so the schema reads them when it is generated (TtlFieldSchema), not when
-    this module is imported."""
-
-
-class TtlFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = TtlField
-
-    def map_serializer_field(self, auto_schema, direction) -> dict:
-        return {
-            "type": "integer",
-            "minimum": settings.PLANGATE_TOKEN_MIN_TTL,
-            "maximum": settings.PLANGATE_TOKEN_MAX_TTL,
-            "description": "seconds; PLANGATE_TOKEN_TTL when left out",
-        }
 
 
 # The event batch, for the schema only: guard.events validates it, with the same limits.
@@ -99,37 +51,8 @@ class EventBatchSerializer(serializers.Serializer):
     )
 
 
-# --- request and response bodies built by hand in plans.api ---------------------------------
+# --- examples and the responses that are not JSON objects of ours ------------------------
 
-policy_ref = inline_serializer(
-    "PolicyRef",
-    {
-        "id": serializers.CharField(help_text="the policy's slug"),
-        "version": serializers.IntegerField(),
-        "hash": serializers.CharField(),
-    },
-)
-token_response = inline_serializer(
-    "IntentToken",
-    {
-        "id": serializers.CharField(help_text="the plan id (ULID), the token's jti"),
-        "token": serializers.CharField(help_text="compact JWS, EdDSA"),
-        "planHash": serializers.CharField(),
-        "expiresAt": serializers.DateTimeField(),
-        "policy": policy_ref,
-        "reportArguments": serializers.BooleanField(
-            help_text="whether the guard should report call arguments, not only their digest"
-        ),
-    },
-)
-
-plan_declaration_request = inline_serializer(
-    "PlanDeclaration",
-    {
-        "plan": PlanDocumentField(help_text="the plan document, version 1"),
-        "ttl": TtlField(required=False),
-    },
-)
 plan_declaration_example = OpenApiExample(
     "Summarise open issues",
     request_only=True,
@@ -151,47 +74,6 @@ plan_declaration_example = OpenApiExample(
             ],
         },
         "ttl": 900,
-    },
-)
-
-plan_refresh_request = inline_serializer(
-    "PlanRefresh",
-    {
-        "token": serializers.CharField(help_text="the plan's last token, may be expired"),
-        "ttl": TtlField(required=False),
-    },
-)
-
-plan_detail_response = inline_serializer(
-    "PlanDetail",
-    {
-        "id": serializers.CharField(help_text="the plan id (ULID)"),
-        "status": serializers.ChoiceField(choices=Plan.Status.choices),
-        "goal": serializers.CharField(),
-        "user": serializers.CharField(help_text="the member's stored e-mail"),
-        "agent": serializers.CharField(),
-        "planHash": serializers.CharField(),
-        "createdAt": serializers.DateTimeField(),
-        "expiresAt": serializers.DateTimeField(),
-        "revokedAt": serializers.DateTimeField(allow_null=True),
-        "role": serializers.CharField(allow_null=True),
-        "groups": serializers.ListField(child=serializers.CharField()),
-        "policy": policy_ref,
-        "steps": serializers.ListField(child=serializers.DictField()),
-        "tokens": serializers.ListField(
-            child=inline_serializer(
-                "PlanTokenRecord",
-                {
-                    "kind": serializers.ChoiceField(choices=PlanToken.Kind.choices),
-                    "kid": serializers.CharField(),
-                    "issuedAt": serializers.DateTimeField(),
-                    "expiresAt": serializers.DateTimeField(),
-                    "policyVersion": serializers.IntegerField(),
-                    "role": serializers.CharField(allow_null=True),
-                    "groups": serializers.ListField(child=serializers.CharField()),
-                },
-            )
-        ),
     },
 )
 

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from audit.actors import current_actor
 from guard.claims import IntentClaims
 from guard.errors import DocumentInvalid, FieldError, TokenInvalid
 from guard.events import validate_event_batch
@@ -30,6 +31,16 @@ from policies.selectors import policy_active_version
 
 from .keys import active_signer, signing_key_public
 from .models import Plan, PlanDisplayUpdate, PlanEvent, PlanToken, SigningKey
+from .records import (
+    RefusalContext,
+    denial_rule,
+    given_user,
+    plan_issued_record,
+    plan_revoked_record,
+    refresh_context,
+    refusals_described,
+    token_refreshed_record,
+)
 
 
 @dataclass(frozen=True)
@@ -53,11 +64,18 @@ def plan_document_validate(document: object) -> dict:
         ) from exc
 
 
+def token_ttl_bounds() -> tuple[int, int]:
+    """The lifetimes a caller may ask for, in seconds: the settings, read at each call. The
+    API's ttl field validates and documents them (plans.serializers.TtlField)."""
+    return settings.PLANGATE_TOKEN_MIN_TTL, settings.PLANGATE_TOKEN_MAX_TTL
+
+
 def token_ttl_resolve(ttl: int | None) -> int:
-    """The requested lifetime, defaulted and held within the configured bounds."""
+    """The requested lifetime, defaulted and held within the configured bounds (the API's
+    body has checked them already; other callers are held to them here)."""
     if ttl is None:
         return settings.PLANGATE_TOKEN_TTL
-    low, high = settings.PLANGATE_TOKEN_MIN_TTL, settings.PLANGATE_TOKEN_MAX_TTL
+    low, high = token_ttl_bounds()
     if not low <= ttl <= high:
         raise DomainError(
             "invalid_request",
@@ -93,13 +111,18 @@ def _role_and_groups(member: Member) -> tuple[str | None, list[str]]:
 
 
 def _admitted_policy_version(
-    agent: Agent, plan: dict, role: str | None, groups: list[str]
+    agent: Agent, plan: dict, role: str | None, groups: list[str], refusal: RefusalContext
 ) -> PolicyVersion:
+    """The agent's active policy version, if it admits every step of ``plan``; the version
+    (and the rule) that refused are noted in ``refusal``."""
     version = policy_active_version(policy=agent.policy_id)
     if version is None:
+        refusal.policy = agent.policy.slug
         raise DomainError("policy_denied", "The agent's policy has no published version.")
+    refusal.policy_from(version)
     denials = evaluate_plan(version.document, plan, role=role, groups=groups)
     if denials:
+        refusal.rule = denial_rule(version.document, denials)
         raise DomainError(
             "policy_denied",
             f"Policy {version.policy.slug} v{version.number} denies "
@@ -172,6 +195,7 @@ def _record_token(
     groups: list[str],
     version: PolicyVersion,
 ) -> IssuedToken:
+    """Save the token's row (in the caller's transaction); the answer that hands it out."""
     PlanToken.objects.create(
         plan=plan,
         kind=kind,
@@ -192,21 +216,34 @@ def _record_token(
 
 
 def plan_issue(*, agent: Agent, document: object, ttl: int | None = None) -> IssuedToken:
-    """Check the plan against the team and the agent's active policy, then sign it."""
+    """Check the plan against the team and the agent's active policy, then sign it.
+
+    A refusal is a PlanRefused saying what was refused (plans.records); a success appends
+    ``plan_issued`` with the plan and its token.
+    """
+    with refusals_described(RefusalContext(user=given_user(document))) as refusal:
+        return _plan_issue(agent, document, ttl, refusal)
+
+
+def _plan_issue(
+    agent: Agent, document: object, ttl: int | None, refusal: RefusalContext
+) -> IssuedToken:
     ttl = token_ttl_resolve(ttl)
     plan_document = plan_document_validate(document)
+    refusal.plan_hash = plan_hash(plan_document)
     agent_require_active(agent=agent)
     member = _member_for(agent, plan_document["user"])
     role, groups = _role_and_groups(member)
-    version = _admitted_policy_version(agent, plan_document, role, groups)
+    version = _admitted_policy_version(agent, plan_document, role, groups, refusal)
     now = timezone.now()
     plan = Plan(
-        team_id=agent.team_id,
+        # The team itself, not only its id: the answer reads its log_call_arguments.
+        team=agent.team,
         agent=agent,
         member=member,
         goal=plan_document["goal"],
         document=plan_document,
-        hash=plan_hash(plan_document),
+        hash=refusal.plan_hash,
         policy_version=version,
         role=role,
         groups=groups,
@@ -218,6 +255,13 @@ def plan_issue(*, agent: Agent, document: object, ttl: int | None = None) -> Iss
     )
     with transaction.atomic():
         plan.save(force_insert=True)
+        plan_issued_record(
+            plan=plan,
+            kid=signature.kid,
+            issued_at=signature.issued_at,
+            expires_at=signature.expires_at,
+            ttl=ttl,
+        )
         return _record_token(
             plan=plan,
             kind=PlanToken.Kind.ISSUE,
@@ -258,10 +302,19 @@ def plan_refresh(*, agent: Agent, plan_id: str, token: str, ttl: int | None = No
     """Re-sign the same plan with the agent's current policy, role and groups.
 
     The plan and its hash never change: a refresh can narrow what the token allows (a
-    policy now denies a step: refused) but never widen it.
+    policy now denies a step: refused) but never widen it. A refusal is a PlanRefused
+    saying what was refused (plans.records); a success appends ``token_refreshed``.
     """
+    with refusals_described(refresh_context(plan_id)) as refusal:
+        return _plan_refresh(agent, plan_id, token, ttl, refusal)
+
+
+def _plan_refresh(
+    agent: Agent, plan_id: str, token: str, ttl: int | None, refusal: RefusalContext
+) -> IssuedToken:
     ttl = token_ttl_resolve(ttl)
     plan = plan_get_for_agent(agent=agent, plan_id=plan_id)
+    refusal.plan_from(plan)
     claims = _verify_refresh_token(token)
     if claims.jti != plan.id:
         raise DomainError("plan_mismatch", "The token belongs to another plan.")
@@ -279,7 +332,7 @@ def plan_refresh(*, agent: Agent, plan_id: str, token: str, ttl: int | None = No
     # even if their e-mail was edited since.
     member = _member_require_active(plan.member)
     role, groups = _role_and_groups(member)
-    version = _admitted_policy_version(agent, plan.document, role, groups)
+    version = _admitted_policy_version(agent, plan.document, role, groups, refusal)
     signature = _sign(
         plan=plan, member=member, role=role, groups=groups, version=version, ttl=ttl, now=now
     )
@@ -294,6 +347,15 @@ def plan_refresh(*, agent: Agent, plan_id: str, token: str, ttl: int | None = No
         )
         if status == Plan.Status.REVOKED:
             raise DomainError("plan_revoked", "The plan was revoked; declare a new plan.")
+        token_refreshed_record(
+            plan=plan,
+            agent=agent,
+            user=member.email,
+            version=version,
+            kid=signature.kid,
+            issued_at=signature.issued_at,
+            expires_at=signature.expires_at,
+        )
         return _record_token(
             plan=plan,
             kind=PlanToken.Kind.REFRESH,
@@ -325,14 +387,27 @@ def plan_get_for_agent(*, agent: Agent, plan_id: str) -> Plan:
     return plan
 
 
-def plan_revoke(*, plan: Plan, now: datetime | None = None) -> bool:
-    """Revoke the plan; its next refresh answers ``plan_revoked``. True when it changed."""
-    changed = (
-        Plan.objects.filter(pk=plan.pk)
-        .exclude(status=Plan.Status.REVOKED)
-        .update(status=Plan.Status.REVOKED, revoked_at=now or timezone.now())
-    )
-    plan.refresh_from_db(fields=["status", "revoked_at"])
+def plan_revoke(
+    *, plan: Plan, by: str | None = None, reason: str = "", now: datetime | None = None
+) -> bool:
+    """Revoke the plan; its next refresh answers ``plan_revoked``. True when it changed.
+
+    ``by`` is who revoked (an admin's username, ``manage.py revoke_plan``): the door's
+    actor (audit.actors.acting_as) when not given. Who, when and the optional ``reason``
+    are kept on the plan, and a ``plan_revoked`` record is appended with the change.
+    """
+    by = current_actor() if by is None else by
+    reason = reason.strip()
+    now = now or timezone.now()
+    with transaction.atomic():
+        changed = (
+            Plan.objects.filter(pk=plan.pk)
+            .exclude(status=Plan.Status.REVOKED)
+            .update(status=Plan.Status.REVOKED, revoked_at=now, revoked_by=by, revoke_reason=reason)
+        )
+        if changed:
+            plan_revoked_record(plan=plan, by=by, reason=reason, at=now)
+    plan.refresh_from_db(fields=["status", "revoked_at", "revoked_by", "revoke_reason"])
     return bool(changed)
 
 

@@ -9,14 +9,15 @@ from django.core.cache import cache
 from members.services import member_upsert
 from tests.conftest import plan_document
 
-# API key, member, group names, policy version, signing key, two inserts, and the
-# savepoint pair of the transaction (pytest-django runs each test inside a transaction);
-# plus the rate limits' two (the address's failed authentications are read, the API key's
-# counter is incremented: kernel/ratelimit.py, with the counters in the database).
-ISSUE_QUERIES = 11
+# API key, member, group names, policy version, signing key, three inserts (the plan, its
+# token, and its audit record: plans.records) and the savepoint pair of the transaction
+# (pytest-django runs each test inside a transaction); plus the rate limits' two (the
+# address's failed authentications are read, the API key's counter is incremented:
+# kernel/ratelimit.py, with the counters in the database).
+ISSUE_QUERIES = 12
 # Refresh reads the plan with its member (by id, with the role), the key the token names,
 # and the plan's status under lock, instead of looking the member up and inserting the plan.
-REFRESH_QUERIES = 12
+REFRESH_QUERIES = 13
 
 
 def many_steps(count: int) -> list[dict]:

@@ -1,0 +1,265 @@
+"""The bodies of the plans API, each declared once: the same serializer validates a request
+(or renders a response) and documents it in the OpenAPI schema.
+
+The plan document itself is the guard's (``guard.plan``): its field is documented with the
+guard's JSON Schema and validated by ``plans.services.plan_document_validate``, which
+answers ``invalid_plan`` with paths under ``plan``. Everything else about a body (its keys,
+their types, the ttl's bounds) is ``invalid_request``, through the problem handler's
+mapping of DRF's ValidationError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+
+from guard.plan import plan_json_schema
+
+from .models import Plan, PlanToken
+from .services import token_ttl_bounds
+
+REQUIRED = "this field is required"
+
+
+def _openapi_30(schema: object) -> object:
+    """A JSON Schema 2020-12 document as an OpenAPI 3.0 schema object: no `$schema`, `const`
+    as a one-value `enum`, no `propertyNames` (3.0 has neither)."""
+    if isinstance(schema, list):
+        return [_openapi_30(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    converted = {
+        key: _openapi_30(value)
+        for key, value in schema.items()
+        if key not in {"$schema", "const", "propertyNames"}
+    }
+    if "const" in schema:
+        converted["enum"] = [schema["const"]]
+    return converted
+
+
+# --- request fields -------------------------------------------------------------------------
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer, and nothing DRF would coerce into one ("900", 900.0, true)."""
+
+    default_error_messages = {"invalid": "expected an integer", "required": REQUIRED}
+
+    def to_internal_value(self, data: object) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return data
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string, kept exactly as sent: not a number turned into text, not trimmed."""
+
+    default_error_messages = {"invalid": "expected a string", "required": REQUIRED}
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: object) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return data
+
+
+class TtlField(StrictIntegerField):
+    """A token's lifetime in seconds, within plans.services.token_ttl_bounds: settings,
+    read when a body is validated and when the schema is generated (TtlFieldSchema), never
+    when this module is imported. null or absent means PLANGATE_TOKEN_TTL."""
+
+    default_error_messages = {"range": "must be between {low} and {high}"}
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: object) -> int:
+        ttl = super().to_internal_value(data)
+        low, high = token_ttl_bounds()
+        if not low <= ttl <= high:
+            self.fail("range", low=low, high=high)
+        return ttl
+
+
+class TtlFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = TtlField
+
+    def map_serializer_field(self, auto_schema, direction) -> dict:
+        low, high = token_ttl_bounds()
+        return {
+            "type": "integer",
+            "minimum": low,
+            "maximum": high,
+            "description": "seconds; PLANGATE_TOKEN_TTL when left out",
+        }
+
+
+# The plan schema is an object, so its conversion is one too.
+@extend_schema_field(cast(dict[str, Any], _openapi_30(plan_json_schema())))
+class PlanDocumentField(serializers.JSONField):
+    """The plan document, passed on as sent: guard.plan validates it (``invalid_plan``), a
+    null included, so that every fault of a plan is reported the same way."""
+
+    default_error_messages = {"required": REQUIRED}
+
+    def validate_empty_values(self, data: object) -> tuple[bool, object]:
+        if data is None:
+            return False, None
+        return super().validate_empty_values(data)
+
+
+class RequestBodySerializer(serializers.Serializer):
+    """A JSON object with exactly the declared keys. Unknown keys are refused rather than
+    ignored: a misspelt field must never pass silently."""
+
+    default_error_messages = {"invalid": "expected an object", "null": "expected an object"}
+
+    def to_internal_value(self, data: object) -> dict[str, Any]:
+        unknown = sorted(set(data) - set(self.fields)) if isinstance(data, Mapping) else []
+        errors: dict[str, Any] = {}
+        value: dict[str, Any] = {}
+        try:
+            value = super().to_internal_value(data)
+        except ValidationError as exc:
+            if not isinstance(exc.detail, dict):
+                raise
+            errors.update(exc.detail)
+        errors.update({key: ["unknown field"] for key in unknown})
+        if errors:
+            raise ValidationError(errors)
+        return value
+
+    @classmethod
+    def validated(cls, data: object) -> dict[str, Any]:
+        """The valid body, or ValidationError (``invalid_request`` naming each bad path)."""
+        serializer = cls(data=data)
+        serializer.is_valid(raise_exception=True)
+        return cast(dict[str, Any], serializer.validated_data)
+
+
+class PlanDeclarationSerializer(RequestBodySerializer):
+    """A plan to declare, and the lifetime wanted for its token."""
+
+    plan = PlanDocumentField(help_text="the plan document, version 1")
+    ttl = TtlField()
+
+
+class PlanRefreshSerializer(RequestBodySerializer):
+    """The plan's last token, to be signed again with the current policy."""
+
+    token = StrictCharField(
+        allow_blank=True,  # an empty token is not a malformed body but an invalid token
+        help_text="the plan's last token, may be expired",
+    )
+    ttl = TtlField()
+
+
+# --- response bodies --------------------------------------------------------------------------
+
+
+class UtcDateTimeField(serializers.DateTimeField):
+    """An instant as RFC 3339 in UTC with a ``Z``, whatever TIME_ZONE says."""
+
+    def to_representation(self, value: datetime) -> str:
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+# Response serializers render from the objects named in their comments. Their docstrings
+# are the schema's descriptions.
+
+
+# From a PolicyVersion.
+class PolicyRefSerializer(serializers.Serializer):
+    """A version of a policy."""
+
+    id = serializers.CharField(source="policy.slug", help_text="the policy's slug")
+    version = serializers.IntegerField(source="number")
+    hash = serializers.CharField()
+
+
+# From a plans.services.IssuedToken.
+class IntentTokenSerializer(serializers.Serializer):
+    """An intent token, and the plan and policy version it was signed for."""
+
+    id = serializers.CharField(source="plan.id", help_text="the plan id (ULID), the token's jti")
+    token = serializers.CharField(help_text="compact JWS, EdDSA")
+    planHash = serializers.CharField(source="plan.hash")
+    expiresAt = UtcDateTimeField(source="expires_at")
+    policy = PolicyRefSerializer(source="policy_version")
+    reportArguments = serializers.BooleanField(
+        source="plan.team.log_call_arguments",
+        help_text="whether the guard should report call arguments, not only their digest",
+    )
+
+
+class TokenHistorySerializer(serializers.ListSerializer):
+    """A plan's tokens in the order they were signed, with their policy versions in one query."""
+
+    def get_attribute(self, instance: Plan) -> object:
+        return instance.tokens.select_related("policy_version").order_by("issued_at", "id")
+
+
+# From a PlanToken.
+class PlanTokenRecordSerializer(serializers.Serializer):
+    """A token signed for the plan: what it carried, never the token itself."""
+
+    kind = serializers.ChoiceField(choices=PlanToken.Kind.choices)
+    kid = serializers.CharField()
+    issuedAt = UtcDateTimeField(source="issued_at")
+    expiresAt = UtcDateTimeField(source="expires_at")
+    policyVersion = serializers.IntegerField(source="policy_version.number")
+    role = serializers.CharField(allow_null=True)
+    groups = serializers.ListField(child=serializers.CharField())
+
+    class Meta:
+        list_serializer_class = TokenHistorySerializer
+
+
+class BlankAsNullCharField(serializers.CharField):
+    """Text that is null on the wire when the model keeps it blank."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def get_attribute(self, instance: object) -> str | None:
+        return super().get_attribute(instance) or None
+
+
+# From a Plan.
+class PlanDetailSerializer(serializers.Serializer):
+    """A plan the calling agent declared: its status, steps and token history."""
+
+    id = serializers.CharField(help_text="the plan id (ULID)")
+    status = serializers.ChoiceField(choices=Plan.Status.choices)
+    goal = serializers.CharField()
+    user = serializers.CharField(source="member.email", help_text="the member's stored e-mail")
+    agent = serializers.CharField(source="agent_id")
+    planHash = serializers.CharField(source="hash")
+    createdAt = UtcDateTimeField(source="created_at")
+    expiresAt = UtcDateTimeField(source="expires_at")
+    revokedAt = UtcDateTimeField(source="revoked_at", allow_null=True)
+    revokeReason = BlankAsNullCharField(
+        source="revoke_reason", help_text="why an admin revoked the plan, if they said"
+    )
+    endedAt = UtcDateTimeField(source="ended_at", allow_null=True)
+    endReason = BlankAsNullCharField(
+        source="end_reason", help_text="why the plan ended, or why its guard refused its token"
+    )
+    role = serializers.CharField(allow_null=True)
+    groups = serializers.ListField(child=serializers.CharField())
+    policy = PolicyRefSerializer(source="policy_version")
+    steps = serializers.ListField(child=serializers.DictField(), source="document.steps")
+    tokens = PlanTokenRecordSerializer(many=True)

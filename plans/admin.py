@@ -1,5 +1,6 @@
-"""Admin for issued plans, their tokens and guard decisions; the signing keys' admin is
-``plans.admin_keys``, imported here so autodiscovery registers it.
+"""Admin for issued plans (with each plan's timeline, ``plans.admin_timeline``) and their
+tokens; the guard decisions' admin is ``plans.admin_decisions`` and the signing keys' is
+``plans.admin_keys``, both imported here so autodiscovery registers them.
 
 Everything here is an audit record: read-only for everyone, superusers included. The only
 write is an action through the service: revoking a plan (``plan_revoke``), which leaves a
@@ -12,20 +13,25 @@ from typing import ClassVar
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.http import HttpRequest
-from django.urls import reverse
+from django.http import Http404, HttpRequest
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from kernel.admin_actions import confirm_action, redirect_after_action
 from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
+from kernel.admin_export import ExportMixin
+from kernel.admin_scoping import scope_to_teams
 from kernel.admin_widgets import TextInputFilter, admin_link, datetime_column
 from kernel.json_format import pretty_json
 from members.models import email_normalize
 
 from . import admin_keys  # noqa: F401  (registers SigningKeyAdmin)
+from .admin_decisions import SuggestedToolFilter
 from .admin_display import (
     blocked_attempts,
     displayed_plan,
@@ -33,7 +39,9 @@ from .admin_display import (
     status_badge,
     step_reports,
 )
-from .models import Plan, PlanEvent, PlanToken, SigningKey
+from .admin_timeline import decisions_list_url, plan_timeline, timeline_url
+from .models import Plan, PlanToken, SigningKey
+from .selectors import planned_tools, plans_planning_tool
 from .services import plan_revoke
 
 
@@ -51,12 +59,25 @@ class MemberEmailFilter(TextInputFilter):
         return queryset.filter(member__email=value) if value else queryset
 
 
+class PlannedToolFilter(SuggestedToolFilter):
+    """ "Which plans included github_delete_repo": a step calls exactly this tool."""
+
+    title = "planned tool"
+
+    def recent_tools(self, request: HttpRequest) -> list[str]:
+        recent = scope_to_teams(Plan.objects.order_by("-created_at"), request)
+        return planned_tools(recent.values_list("document", flat=True)[: self.recent_rows])
+
+    def queryset(self, request, queryset):
+        return plans_planning_tool(queryset, self.tool()) if self.tool() else queryset
+
+
 def _version_link(version) -> str:
     return admin_link(version, f"{version.policy.slug} v{version.number}")
 
 
 @admin.register(Plan)
-class PlanAdmin(ReadOnlyAdmin):
+class PlanAdmin(ExportMixin, ReadOnlyAdmin):
     list_display = [
         "goal_and_id",
         "member_email",
@@ -72,6 +93,7 @@ class PlanAdmin(ReadOnlyAdmin):
         "status",
         ("agent", admin.RelatedOnlyFieldListFilter),
         MemberEmailFilter,
+        PlannedToolFilter,
         ("created_at", admin.DateFieldListFilter),
     ]
     search_fields = ["=id", "goal", "member__email", "=hash"]
@@ -85,9 +107,60 @@ class PlanAdmin(ReadOnlyAdmin):
     change_form_template = "admin/plans/plan/change_form.html"
     issued = datetime_column("created_at", "issued")
     expires = datetime_column("expires_at", "expires")
+    export_filename = "issued-plans"
+    export_columns = (
+        ("id", "id"),
+        ("issued_at", "created_at"),
+        ("expires_at", "expires_at"),
+        ("status", "status"),
+        ("team", "team.slug"),
+        ("agent", "agent.name"),
+        ("member", "member.email"),
+        ("goal", "goal"),
+        ("tools", lambda plan: planned_tools([plan.document])),
+        ("plan_hash", "hash"),
+        ("policy", "policy_version.policy.slug"),
+        ("policy_version", "policy_version.number"),
+        ("role", "role"),
+        ("groups", "groups"),
+        ("revoked_at", "revoked_at"),
+        ("revoked_by", "revoked_by"),
+        ("revoke_reason", "revoke_reason"),
+        ("ended_at", "ended_at"),
+        ("end_reason", "end_reason"),
+        ("decisions_lost", "decisions_lost"),
+    )
 
     def changelist_view(self, request, extra_context=None):
         return super().changelist_view(request, {"title": "Issued plans", **(extra_context or {})})
+
+    def get_urls(self):
+        return [
+            path(
+                "<path:object_id>/timeline/",
+                self.admin_site.admin_view(self.timeline_view),
+                name="plans_plan_timeline",
+            ),
+            *super().get_urls(),
+        ]
+
+    def timeline_view(self, request: HttpRequest, object_id: str) -> TemplateResponse:
+        plan = self.get_object(request, unquote(object_id))
+        if plan is None:
+            raise Http404(f"No plan with id {object_id!r}.")
+        if not self.has_view_permission(request, plan):
+            raise PermissionDenied
+        request.current_app = self.admin_site.name
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": Truncator(f"Timeline: {plan.goal}").chars(100),
+            "subtitle": plan.pk,
+            "plan": plan,
+            "plan_url": self._change_url(plan),
+            "timeline": plan_timeline(plan),
+        }
+        return TemplateResponse(request, "admin/plans/plan/timeline.html", context)
 
     @admin.display(description="goal", ordering="goal")
     def goal_and_id(self, plan: Plan) -> str:
@@ -183,6 +256,8 @@ class PlanAdmin(ReadOnlyAdmin):
                     ],
                     "document_json": pretty_json(plan.document),
                     "now": timezone.now(),
+                    "timeline_url": timeline_url(plan),
+                    "decisions_url": decisions_list_url(plan),
                 }
             )
         return super().change_view(request, object_id, form_url, context)
@@ -235,31 +310,3 @@ class PlanTokenAdmin(ReadOnlyAdmin):
     @admin.display(description="groups")
     def group_list(self, token: PlanToken) -> str:
         return ", ".join(token.groups) or "—"
-
-
-@admin.register(PlanEvent)
-class PlanEventAdmin(ReadOnlyAdmin):
-    """What the guards reported deciding, call by call."""
-
-    list_display = ["occurred", "plan_link", "tool", "decision", "step", "reason"]
-    list_filter = ["decision", ("occurred_at", admin.DateFieldListFilter)]
-    search_fields = ["=plan__id", "tool"]
-    list_select_related = ["plan"]
-    fields: ClassVar[tuple[str, ...]] = (
-        "plan_link",
-        "occurred_at",
-        "received_at",
-        "tool",
-        "decision",
-        "step",
-        "reason",
-        "args_digest",
-        "args",
-    )
-    readonly_fields = fields
-    show_full_result_count = False
-    occurred = datetime_column("occurred_at", "when")
-
-    @admin.display(description="plan", ordering="plan")
-    def plan_link(self, event: PlanEvent) -> str:
-        return admin_link(event.plan, event.plan_id)

@@ -56,6 +56,18 @@ def constraints_html(args: object) -> SafeString:
     return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in lines))
 
 
+def step_number(index: int | None) -> int | None:
+    """The step as people count it, from 1, for a stored 0-based index. Every page that
+    shows a step to a person goes through this, as the guard's texts do."""
+    return None if index is None else index + 1
+
+
+def step_label(index: int | None) -> str:
+    """``step 2`` for the stored index 1; "no step" when the call matched none."""
+    number = step_number(index)
+    return "no step" if number is None else f"step {number}"
+
+
 @dataclass
 class StepReport:
     index: int
@@ -66,8 +78,8 @@ class StepReport:
     used: int
 
     @property
-    def number(self) -> int:
-        return self.index + 1
+    def number(self) -> int | None:
+        return step_number(self.index)
 
     @property
     def ran(self) -> bool:
@@ -108,17 +120,27 @@ def step_reports(plan: Plan) -> list[StepReport]:
     return reports
 
 
+@dataclass(frozen=True)
+class BlockedAttempt:
+    event: PlanEvent
+
+    @property
+    def step_number(self) -> int | None:
+        return step_number(self.event.step)
+
+
 @dataclass
 class BlockedAttempts:
     total: int
-    shown: list[PlanEvent] = field(default_factory=list)
+    shown: list[BlockedAttempt] = field(default_factory=list)
 
 
 def blocked_attempts(plan: Plan) -> BlockedAttempts:
     """Calls the guard refused, newest first."""
     queryset = PlanEvent.objects.filter(plan=plan).exclude(decision=Decision.ALLOWED)
+    newest = queryset.order_by("-occurred_at", "-id")[:BLOCKED_SHOWN]
     return BlockedAttempts(
-        total=queryset.count(), shown=list(queryset.order_by("-occurred_at", "-id")[:BLOCKED_SHOWN])
+        total=queryset.count(), shown=[BlockedAttempt(event) for event in newest]
     )
 
 
@@ -254,6 +276,36 @@ def acp_message_html(message: object) -> SafeString:
     except Exception:
         logger.exception("could not render an ACP plan update")
         return _raw(message, "This update could not be read; shown as sent.")
+
+
+def acp_summary(message: object) -> str:
+    """One line about an ACP update, for a list of many: "3 entries: 1 completed, 2
+    pending", "plan removed". Never raises."""
+    update = _session_update(message)
+    if update is None:
+        return "not an ACP session update"
+    kind = update.get("sessionUpdate")
+    if kind == "plan_removed":
+        return "plan removed"
+    entries = update.get("entries")
+    content = update.get("plan")
+    if kind == "plan_update" and isinstance(content, dict):
+        if content.get("type") != "items":
+            return f"plan ({compact_json(content.get('type'))})"
+        entries = content.get("entries")
+    elif kind != "plan":
+        return f"update {compact_json(kind)}"
+    if not isinstance(entries, list):
+        return "plan without readable entries"
+    statuses: dict[str, int] = {}
+    for entry in entries:
+        status = entry.get("status") if isinstance(entry, dict) else None
+        label = status.replace("_", " ") if isinstance(status, str) else "no status"
+        statuses[label] = statuses.get(label, 0) + 1
+    counted = ", ".join(f"{count} {label}" for label, count in statuses.items())
+    return f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}" + (
+        f": {counted}" if counted else ""
+    )
 
 
 @dataclass

@@ -313,6 +313,7 @@ class PolicyVersionAdmin(ReadOnlyPermissions, PlangateModelAdmin):
         "created_at",
         "neighbours",
         "changes",
+        "rules_listed",
         "document_pretty",
     )
     readonly_fields = fields
@@ -363,6 +364,36 @@ class PolicyVersionAdmin(ReadOnlyPermissions, PlangateModelAdmin):
             version.document,
             old_label=f"{slug} v{previous.number}",
             new_label=f"{slug} v{version.number}",
+        )
+
+    @admin.display(description="rules")
+    def rules_listed(self, version: PolicyVersion) -> str:
+        """Each rule with an anchor (``#rules-2``) that a decision links to, named by its
+        JSON path as the guard's texts name it."""
+        document = version.document if isinstance(version.document, dict) else {}
+        rules = document.get("rules")
+        if not isinstance(rules, list) or not rules:
+            return format_html("{}", f"No rule: the default ({document.get('default')}) decides.")
+        rows = format_html_join(
+            "",
+            '<tr id="rules-{}"><td><code>rules[{}]</code></td><td>{}</td>'
+            '<td><pre class="plangate-pre">{}</pre></td></tr>',
+            (
+                (
+                    index,
+                    index,
+                    rule.get("description") or rule.get("name") or "—"
+                    if isinstance(rule, dict)
+                    else "—",
+                    readable_json(rule),
+                )
+                for index, rule in enumerate(rules)
+            ),
+        )
+        return format_html(
+            '<table class="plangate-table"><thead><tr><th>rule</th><th>description</th>'
+            "<th>as published</th></tr></thead><tbody>{}</tbody></table>",
+            rows,
         )
 
     @admin.display(description="document")

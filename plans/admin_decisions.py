@@ -1,0 +1,351 @@
+"""Admin for the guard's decisions: the list an auditor filters (agent, member, tool,
+decision, policy version) and exports, and a decision's page that answers "who allowed
+this, under which policy version?" by itself: the plan, the policy version in force with
+its author and comment, and the rule that decided, as the version's document states it.
+
+Steps are shown as people count them, from 1 (``admin_display.step_number``); the stored
+``step`` is the guard's 0-based index. ``plans.admin`` imports this module, so admin
+autodiscovery registers it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from guard.decisions import Decision
+from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
+from kernel.admin_export import ExportMixin
+from kernel.admin_scoping import scope_to_teams
+from kernel.admin_widgets import TextInputFilter, admin_link
+from kernel.json_format import pretty_json
+from members.models import Agent, email_normalize
+from policies.models import PolicyVersion
+
+from .admin_display import constraints_html, step_label, step_number
+from .admin_timeline import decision_rule, decision_rule_html, timeline_url
+from .models import PlanEvent
+from .selectors import DecidedUnderAnnotations, decisions_with_policy_version
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    DecisionRow = WithAnnotations[PlanEvent, DecidedUnderAnnotations]
+else:
+    DecisionRow = PlanEvent
+
+
+def seconds_column(value) -> str:
+    """A date-time to the second (UTC), full value on hover: decisions come many a minute."""
+    if value is None:
+        return "—"
+    local = timezone.localtime(value)
+    return format_html(
+        '<span title="{}" class="plangate-nowrap">{}</span>',
+        local.isoformat(),
+        local.strftime("%Y-%m-%d %H:%M:%S"),
+    )
+
+
+class DecisionAgentFilter(admin.SimpleListFilter):
+    """The agents of the user's teams; a choice list read from the agents, not from the
+    decisions (which would scan the biggest table to list a handful of names)."""
+
+    title = "agent"
+    parameter_name = "agent"
+
+    def lookups(self, request, model_admin):
+        agents = scope_to_teams(Agent.objects.order_by("name"), request)
+        return [(str(pk), name) for pk, name in agents.values_list("pk", "name")]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(plan__agent_id=self.value()) if self.value() else queryset
+
+
+class DecisionMemberFilter(TextInputFilter):
+    title = "member e-mail"
+    parameter_name = "member_email"
+    placeholder = "alice@example.com"
+
+    def queryset(self, request, queryset):
+        value = email_normalize(self.value() or "")
+        return queryset.filter(plan__member__email=value) if value else queryset
+
+
+class SuggestedToolFilter(TextInputFilter):
+    """An exact tool name, typed, with the tools seen recently offered as suggestions (the
+    list of every tool ever used would mean scanning the biggest tables)."""
+
+    template = "admin/plans/tool_filter.html"
+    parameter_name = "tool"
+    placeholder = "github_delete_repo"
+    #: how many recent rows the suggestions are read from
+    recent_rows = 500
+
+    def __init__(self, request, params, model, model_admin) -> None:
+        super().__init__(request, params, model, model_admin)
+        self.suggestions = self.recent_tools(request)
+
+    def recent_tools(self, request: HttpRequest) -> list[str]:
+        raise NotImplementedError
+
+    def tool(self) -> str:
+        return (self.value() or "").strip()
+
+    def choices(self, changelist):
+        for choice in super().choices(changelist):
+            yield {**choice, "suggestions": self.suggestions}
+
+
+class DecisionToolFilter(SuggestedToolFilter):
+    title = "tool"
+
+    def recent_tools(self, request: HttpRequest) -> list[str]:
+        recent = scope_to_teams(PlanEvent.objects.order_by("-occurred_at"), request)
+        return sorted(set(recent.values_list("tool", flat=True)[: self.recent_rows]))
+
+    def queryset(self, request, queryset):
+        return queryset.filter(tool=self.tool()) if self.tool() else queryset
+
+
+class DecisionCodeFilter(admin.SimpleListFilter):
+    """The guard's decision codes, from the guard's own list (no query)."""
+
+    title = "decision"
+    parameter_name = "decision"
+
+    def lookups(self, request, model_admin):
+        return [("blocked", "any blocked"), *((code.value, code.value) for code in Decision)]
+
+    def queryset(self, request, queryset):
+        if self.value() == "blocked":
+            return queryset.exclude(decision=Decision.ALLOWED)
+        return queryset.filter(decision=self.value()) if self.value() else queryset
+
+
+class DecisionPolicyVersionFilter(admin.SimpleListFilter):
+    """The policy version a decision was made under: that of the token in force."""
+
+    title = "policy version"
+    parameter_name = "policy_version"
+
+    def lookups(self, request, model_admin):
+        versions = scope_to_teams(
+            PolicyVersion.objects.select_related("policy").order_by("policy__slug", "-number"),
+            request,
+        )
+        return [
+            (str(version.pk), f"{version.policy.slug} v{version.number}") for version in versions
+        ]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if not value or not value.isdigit():
+            return queryset
+        return queryset.filter(decided_under_version_id=int(value))
+
+
+def _version_link(version_id: int, slug: str, number: int) -> str:
+    url = reverse("admin:policies_policyversion_change", args=[version_id])
+    return format_html('<a href="{}">{} v{}</a>', url, slug, number)
+
+
+@admin.register(PlanEvent)
+class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
+    """What the guards reported deciding, call by call."""
+
+    list_display = [
+        "occurred",
+        "plan_link",
+        "member_email",
+        "agent_name",
+        "tool_code",
+        "decision",
+        "step_shown",
+        "policy_version_link",
+        "reason",
+    ]
+    list_filter = [
+        DecisionAgentFilter,
+        DecisionMemberFilter,
+        DecisionToolFilter,
+        DecisionCodeFilter,
+        DecisionPolicyVersionFilter,
+        ("occurred_at", admin.DateFieldListFilter),
+    ]
+    search_fields = ["=plan__id"]
+    search_help_text = "Search by plan id (exact)."
+    list_select_related = ["plan__member", "plan__agent"]
+    ordering = ["-occurred_at", "-id"]
+    show_full_result_count = False
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "plan_link",
+                    "occurred",
+                    "received",
+                    "member_email",
+                    "agent_name",
+                    "tool_code",
+                    "decision",
+                    "planned_step",
+                    "reason",
+                ]
+            },
+        ),
+        (
+            "Why: the rule and the policy version in force",
+            {"fields": ["policy_version_shown", "rule_shown"]},
+        ),
+        ("The call's arguments", {"fields": ["args_digest", "args_shown"]}),
+    ]
+    readonly_fields: ClassVar[tuple[str, ...]] = (
+        "plan_link",
+        "occurred",
+        "received",
+        "member_email",
+        "agent_name",
+        "tool_code",
+        "decision",
+        "planned_step",
+        "reason",
+        "policy_version_shown",
+        "rule_shown",
+        "args_digest",
+        "args_shown",
+    )
+    export_filename = "guard-decisions"
+    export_columns = (
+        ("occurred_at", "occurred_at"),
+        ("received_at", "received_at"),
+        ("plan", "plan_id"),
+        ("agent", "plan.agent.name"),
+        ("member", "plan.member.email"),
+        ("tool", "tool"),
+        ("decision", "decision"),
+        # Counted from 1, as every page shows it.
+        ("step", lambda event: step_number(event.step)),
+        ("policy", "decided_under_policy_slug"),
+        ("policy_version", "decided_under_version_number"),
+        ("reason", "reason"),
+        ("args_digest", "args_digest"),
+        ("args", "args"),
+    )
+
+    def changelist_view(self, request, extra_context=None):
+        context = {"title": "Guard decisions", **(extra_context or {})}
+        return super().changelist_view(request, context)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PlanEvent]:
+        return decisions_with_policy_version(super().get_queryset(request))
+
+    @admin.display(description="when", ordering="occurred_at")
+    def occurred(self, event: PlanEvent) -> str:
+        return seconds_column(event.occurred_at)
+
+    @admin.display(description="received")
+    def received(self, event: PlanEvent) -> str:
+        return seconds_column(event.received_at)
+
+    @admin.display(description="plan", ordering="plan")
+    def plan_link(self, event: PlanEvent) -> str:
+        return format_html(
+            '{} · <a href="{}">timeline</a>',
+            admin_link(event.plan, event.plan_id),
+            timeline_url(event.plan),
+        )
+
+    @admin.display(description="member", ordering="plan__member__email")
+    def member_email(self, event: PlanEvent) -> str:
+        return event.plan.member.email
+
+    @admin.display(description="agent", ordering="plan__agent__name")
+    def agent_name(self, event: PlanEvent) -> str:
+        return admin_link(event.plan.agent)
+
+    @admin.display(description="tool", ordering="tool")
+    def tool_code(self, event: PlanEvent) -> str:
+        return format_html("<code>{}</code>", event.tool)
+
+    @admin.display(description="step")
+    def step_shown(self, event: PlanEvent) -> str:
+        return step_label(event.step)
+
+    @admin.display(description="policy version")
+    def policy_version_link(self, event: DecisionRow) -> str:
+        return _version_link(
+            event.decided_under_version_id,
+            event.decided_under_policy_slug,
+            event.decided_under_version_number,
+        )
+
+    # --- the decision's own page ---------------------------------------------------------
+
+    @admin.display(description="policy version in force")
+    def policy_version_shown(self, event: DecisionRow) -> str:
+        version = self._version(event)
+        return format_html(
+            "{} · published {} by {} · comment: {}",
+            _version_link(version.pk, version.policy.slug, version.number),
+            seconds_column(version.created_at),
+            version.created_by or "—",
+            version.comment or "—",
+        )
+
+    @admin.display(description="rule")
+    def rule_shown(self, event: DecisionRow) -> str:
+        version = self._version(event)
+        rule_index, _description = decision_rule(event)
+        rules = version.document.get("rules") if isinstance(version.document, dict) else None
+        rule = (
+            rules[rule_index]
+            if rule_index is not None and isinstance(rules, list) and 0 <= rule_index < len(rules)
+            else None
+        )
+        if rule_index is None:
+            return format_html(
+                "{}",
+                "No rule decided: the policy's default did, or the policy was not consulted "
+                "(the plan or its budget decided).",
+            )
+        return format_html(
+            '{}<pre class="plangate-pre">{}</pre>',
+            decision_rule_html(event, version.pk),
+            pretty_json(rule) if rule is not None else "(not in the version's document)",
+        )
+
+    @admin.display(description="step planned")
+    def planned_step(self, event: PlanEvent) -> str:
+        steps = event.plan.document.get("steps") if isinstance(event.plan.document, dict) else None
+        if event.step is None or not isinstance(steps, list) or event.step >= len(steps):
+            return "—"
+        step = steps[event.step] if isinstance(steps[event.step], dict) else {}
+        return format_html(
+            "{}: <code>{}</code> {}",
+            step_label(event.step),
+            step.get("tool", "?"),
+            constraints_html(step.get("args")),
+        )
+
+    @admin.display(description="arguments")
+    def args_shown(self, event: PlanEvent) -> str:
+        if event.args is None:
+            return "Not kept: the team logs only a digest of the arguments."
+        return format_html('<pre class="plangate-pre">{}</pre>', pretty_json(event.args))
+
+    def _version(self, event: DecisionRow) -> PolicyVersion:
+        cached = getattr(event, "_decided_under", None)
+        if cached is None:
+            cached = PolicyVersion.objects.select_related("policy").get(
+                pk=event.decided_under_version_id
+            )
+            event._decided_under = cached  # type: ignore[attr-defined]
+        return cached

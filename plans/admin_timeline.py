@@ -1,0 +1,361 @@
+"""One plan's timeline for an auditor: everything that happened to it, in time order, to
+the second: issued, each token signed, each call the guard allowed or blocked, refused
+refreshes, every ACP plan update the user saw, revocation, the end.
+
+A plan can hold tens of thousands of decisions, so the page is bounded: when there are
+more than ``HEAD + TAIL`` entries, it shows the first ``HEAD`` and the last ``TAIL`` and
+links the decisions in between to the decisions list, filtered to the plan and that time
+span. Each source costs three queries (count, first rows, last rows) whatever its size.
+
+Everything an agent sent is data, not markup: every value goes through ``format_html``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib.admin.utils import quote
+from django.db.models import Model, QuerySet
+from django.db.models.functions import Coalesce
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from audit.models import AuditRecord
+from guard.decisions import Decision
+from kernel.json_format import compact_json
+
+from .admin_display import acp_message_html, acp_summary, plan_display_status, step_label
+from .models import Plan, PlanDisplayUpdate, PlanEvent, PlanToken
+from .selectors import decisions_with_policy_version
+
+HEAD = 100
+TAIL = 100
+
+# Order of entries within the same second: the plan exists before its first token, a
+# token before the calls it allows, the end last.
+_RANK = {
+    "issued": 0,
+    "token": 1,
+    "refresh_refused": 2,
+    "decision": 3,
+    "display": 4,
+    "decisions_lost": 5,
+    "revoked": 6,
+    "expired": 7,
+    "ended": 7,
+}
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    at: datetime
+    kind: str
+    label: str
+    badge: str
+    html: SafeString
+    row_id: int = 0
+
+    @property
+    def sort_key(self) -> tuple[datetime, int, datetime, int]:
+        # A token's time is its ``iat``, whole seconds: within one second, the kind decides
+        # (the plan, then its token, then the calls), then the exact time.
+        return (self.at.replace(microsecond=0), _RANK[self.kind], self.at, self.row_id)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    head: list[TimelineEntry]
+    tail: list[TimelineEntry]
+    total: int
+    decisions_total: int
+    decisions_url: str
+    #: the decisions list for the entries not shown, or "" when every entry is shown
+    hidden_decisions_url: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def hidden(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+
+def decisions_list_url(plan: Plan, **filters: str) -> str:
+    """The guard decisions list searched for this plan's id (and any other filters)."""
+    query = urlencode({"q": plan.pk, **filters})
+    return f"{reverse('admin:plans_planevent_changelist')}?{query}"
+
+
+def _version_anchor(version_id: int, rule_index: int | None = None) -> str:
+    url = reverse("admin:policies_policyversion_change", args=[version_id])
+    return url if rule_index is None else f"{url}#rules-{rule_index}"
+
+
+def _seconds(value: datetime) -> str:
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+# --- the entries --------------------------------------------------------------------------
+
+
+def _token_entry(token: PlanToken) -> TimelineEntry:
+    version = token.policy_version
+    issued = token.kind == PlanToken.Kind.ISSUE
+    return TimelineEntry(
+        at=token.issued_at,
+        kind="token",
+        label="token signed" if issued else "token refreshed",
+        badge="ok",
+        row_id=token.pk,
+        html=format_html(
+            'kid <code title="{}">{}…</code> · policy <a href="{}">{} v{}</a> · expires (exp) {}',
+            token.kid,
+            token.kid[:12],
+            _version_anchor(version.pk),
+            version.policy.slug,
+            version.number,
+            _seconds(token.expires_at),
+        ),
+    )
+
+
+def decision_rule(event: PlanEvent) -> tuple[int | None, str]:
+    """The policy rule that decided: its index in the version's ``rules`` (from 0, as the
+    document's JSON path counts) and its description; (None, "") when no rule did."""
+    return (None, "")
+
+
+def decision_rule_html(event: PlanEvent, version_id: int | None) -> SafeString:
+    """``rules[2] "read the team's repositories"``, linked to that rule of the version the
+    decision was made under; "—" when the guard named no rule."""
+    rule_index, description = decision_rule(event)
+    if rule_index is None:
+        return format_html("{}", "—")
+    text = format_html("rules[{}]", rule_index)
+    if description:
+        text = format_html("{} “{}”", text, description)
+    if version_id is None:
+        return text
+    return format_html('<a href="{}">{}</a>', _version_anchor(version_id, rule_index), text)
+
+
+def _decision_entry(event: Any) -> TimelineEntry:
+    allowed = event.decision == Decision.ALLOWED
+    url = reverse("admin:plans_planevent_change", args=[event.pk])
+    return TimelineEntry(
+        at=event.occurred_at,
+        kind="decision",
+        label=event.decision,
+        badge="ok" if allowed else "bad",
+        row_id=event.pk,
+        html=format_html(
+            '<code>{}</code> · {} · rule {} · policy <a href="{}">{} v{}</a>{} · '
+            '<a href="{}">decision</a>',
+            event.tool,
+            step_label(event.step),
+            decision_rule_html(event, event.decided_under_version_id),
+            _version_anchor(event.decided_under_version_id),
+            event.decided_under_policy_slug,
+            event.decided_under_version_number,
+            format_html(" · {}", event.reason) if event.reason else "",
+            url,
+        ),
+    )
+
+
+def _record_entry(record: AuditRecord) -> TimelineEntry:
+    details = (
+        format_html(
+            '<details><summary>details</summary><pre class="plangate-pre">{}</pre></details>',
+            compact_json(record.details),
+        )
+        if record.details
+        else ""
+    )
+    version = (
+        format_html(" · policy {} v{}", record.policy, record.policy_version)
+        if record.policy_version is not None
+        else ""
+    )
+    refused = record.kind == AuditRecord.Kind.REFRESH_REFUSED
+    return TimelineEntry(
+        at=record.at,
+        kind=record.kind,
+        label="refresh refused" if refused else "decisions not delivered",
+        badge="bad",
+        row_id=record.pk,
+        html=format_html("<code>{}</code>{}{}", record.code or "—", version, details),
+    )
+
+
+def _display_entry(update: Any) -> TimelineEntry:
+    return TimelineEntry(
+        at=update.at,
+        kind="display",
+        label="ACP update",
+        badge="muted",
+        row_id=update.pk,
+        html=format_html(
+            "{}<details><summary>what the user saw</summary>{}</details>",
+            acp_summary(update.message),
+            acp_message_html(update.message),
+        ),
+    )
+
+
+def _plan_entries(plan: Plan, now: datetime) -> list[TimelineEntry]:
+    """What the plan row itself says happened: issued, revoked, ended, expired."""
+    version = plan.policy_version
+    entries = [
+        TimelineEntry(
+            at=plan.created_at,
+            kind="issued",
+            label="plan issued",
+            badge="ok",
+            html=format_html(
+                'for {} · agent {} · checked against policy <a href="{}">{} v{}</a>',
+                plan.member.email,
+                plan.agent.name,
+                _version_anchor(version.pk),
+                version.policy.slug,
+                version.number,
+            ),
+        )
+    ]
+    if plan.revoked_at is not None:
+        entries.append(
+            TimelineEntry(
+                at=plan.revoked_at,
+                kind="revoked",
+                label="revoked",
+                badge="revoked",
+                html=format_html(
+                    "by {}{}",
+                    plan.revoked_by or "an unrecorded person",
+                    format_html(" · reason: {}", plan.revoke_reason) if plan.revoke_reason else "",
+                ),
+            )
+        )
+    if plan.ended_at is not None:
+        entries.append(
+            TimelineEntry(
+                at=plan.ended_at,
+                kind="ended",
+                label=plan.get_status_display(),
+                badge=plan.status,
+                html=format_html("{}", plan.end_reason or "the agent ended the plan"),
+            )
+        )
+    elif plan_display_status(plan, now) == Plan.Status.EXPIRED:
+        entries.append(
+            TimelineEntry(
+                at=plan.expires_at,
+                kind="expired",
+                label="expired",
+                badge="expired",
+                html=format_html("{}", "the plan reached its absolute end"),
+            )
+        )
+    return entries
+
+
+# --- merging bounded sources --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Source:
+    queryset: QuerySet
+    time: str
+    entry: Callable[[Any], TimelineEntry]
+
+    def first(self, count: int) -> list[TimelineEntry]:
+        return [self.entry(row) for row in self.queryset.order_by(self.time, "pk")[:count]]
+
+    def last(self, count: int) -> list[TimelineEntry]:
+        rows = self.queryset.order_by(f"-{self.time}", "-pk")[:count]
+        return [self.entry(row) for row in rows]
+
+    def every(self) -> list[TimelineEntry]:
+        return [self.entry(row) for row in self.queryset]
+
+
+def _sources(plan: Plan) -> dict[str, _Source]:
+    decisions = decisions_with_policy_version(PlanEvent.objects.filter(plan=plan))
+    records = AuditRecord.objects.filter(
+        team_id=plan.team_id,
+        plan_id=plan.pk,
+        kind__in=[AuditRecord.Kind.REFRESH_REFUSED, AuditRecord.Kind.DECISIONS_LOST],
+    )
+    updates = PlanDisplayUpdate.objects.filter(plan=plan).annotate(
+        at=Coalesce("occurred_at", "received_at")
+    )
+    return {
+        "tokens": _Source(
+            plan.tokens.select_related("policy_version__policy"), "issued_at", _token_entry
+        ),
+        "decisions": _Source(decisions, "occurred_at", _decision_entry),
+        "records": _Source(records, "at", _record_entry),
+        "display": _Source(updates, "at", _display_entry),
+    }
+
+
+def _ordered(entries: Iterable[TimelineEntry]) -> list[TimelineEntry]:
+    return sorted(entries, key=lambda entry: entry.sort_key)
+
+
+def plan_timeline(plan: Plan, *, head: int = HEAD, tail: int = TAIL) -> Timeline:
+    """The plan's timeline, bounded to ``head`` + ``tail`` entries."""
+    now = timezone.now()
+    fixed = _plan_entries(plan, now)
+    sources = _sources(plan)
+    counts = {name: source.queryset.count() for name, source in sources.items()}
+    total = len(fixed) + sum(counts.values())
+    everything = decisions_list_url(plan)
+    if total <= head + tail:
+        entries = _ordered([*fixed, *(e for s in sources.values() for e in s.every())])
+        return Timeline(
+            head=entries,
+            tail=[],
+            total=total,
+            decisions_total=counts["decisions"],
+            decisions_url=everything,
+            counts=counts,
+        )
+    first = _ordered([*fixed, *(e for s in sources.values() for e in s.first(head))])[:head]
+    last = _ordered([*fixed, *(e for s in sources.values() for e in s.last(tail))])[-tail:]
+    # The decisions between the two parts, as a filtered list: from the last shown at the
+    # top to the first shown at the bottom.
+    hidden = decisions_list_url(
+        plan,
+        occurred_at__gte=first[-1].at.isoformat(),
+        occurred_at__lt=last[0].at.isoformat(),
+    )
+    return Timeline(
+        head=first,
+        tail=last,
+        total=total,
+        decisions_total=counts["decisions"],
+        decisions_url=everything,
+        hidden_decisions_url=hidden,
+        counts=counts,
+    )
+
+
+def timeline_url(plan: Model) -> str:
+    return reverse("admin:plans_plan_timeline", args=[quote(plan.pk)])
+
+
+__all__ = [
+    "HEAD",
+    "TAIL",
+    "Timeline",
+    "TimelineEntry",
+    "decision_rule_html",
+    "decisions_list_url",
+    "plan_timeline",
+    "timeline_url",
+]

@@ -1,0 +1,235 @@
+"""``GET /v1/audit/records``: a team's sealed audit records, in chain order, for auditors'
+tools (a SIEM polls it with an audit token, ``Authorization: Bearer pga_...``).
+
+Paging is by ``seq``: ``after`` is the last ``seq`` the client holds and ``next`` the one to
+send next time. Only sealed records are served, and the sealer makes a team's records
+visible in ``seq`` order, all of a batch at once, so a client that always sends back
+``next`` never misses nor repeats a record, however many are being written meanwhile; with
+nothing new, ``next`` stays where it was.
+
+The response's shape is declared once, by the serializers below, which both write it and
+document it; the hashed part of each record comes from ``audit.chain.record_document``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from django.conf import settings
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import authentication, serializers
+from rest_framework.exceptions import Throttled
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
+from rest_framework.views import APIView
+
+from guard.errors import FieldError
+from kernel.problems import Code, DomainError
+from kernel.ratelimit import rate_limit_hit, rate_limit_peek, rate_parse
+from members.authentication import AUTH_FAILURE_SCOPE
+
+from .chain import record_document
+from .models import AuditRecord, AuditToken
+from .selectors import records_after
+from .tokens import audit_token_authenticate, audit_token_touch
+
+PAGE_DEFAULT = 100
+PAGE_MAX = 1000
+#: PostgreSQL's bigint: a larger cursor could only be a mistake, answered 400, not a 500
+CURSOR_MAX = 2**63 - 1
+
+
+def request_audit_token(request: Request) -> AuditToken:
+    """The token a view authenticated by AuditTokenAuthentication was called with."""
+    return cast(AuditToken, request.auth)
+
+
+class AuditTokenAuthentication(authentication.BaseAuthentication):
+    """``Authorization: Bearer pga_...``. ``request.user`` and ``request.auth`` are the
+    AuditToken. Failed attempts count against the client address's budget of failed
+    authentications (PLANGATE_AUTH_FAILURE_LIMIT), the one API keys count against too."""
+
+    keyword = "bearer"
+
+    def authenticate(self, request: Request) -> tuple[AuditToken, AuditToken]:
+        header = authentication.get_authorization_header(request).decode("latin-1")
+        scheme, _, credential = header.partition(" ")
+        if scheme.lower() != self.keyword or not credential.strip():
+            raise DomainError(
+                Code.INVALID_AUDIT_TOKEN, "Use `Authorization: Bearer <audit token>`."
+            )
+        address = BaseThrottle().get_ident(request) or "unknown"
+        rate = rate_parse(settings.PLANGATE_AUTH_FAILURE_LIMIT)
+        so_far = rate_limit_peek(scope=AUTH_FAILURE_SCOPE, ident=address, rate=rate)
+        if not so_far.allowed:
+            raise Throttled(wait=so_far.retry_after)
+        try:
+            token = audit_token_authenticate(credential.strip())
+        except DomainError:
+            failure = rate_limit_hit(scope=AUTH_FAILURE_SCOPE, ident=address, rate=rate)
+            if not failure.allowed:
+                raise Throttled(wait=failure.retry_after) from None
+            raise
+        return token, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="plangate"'
+
+
+class AuditTokenAuthenticationScheme(OpenApiAuthenticationExtension):
+    target_class = AuditTokenAuthentication
+    name = "auditTokenAuth"
+
+    def get_security_definition(self, auto_schema) -> dict:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A team's read-only audit token: `Authorization: Bearer pga_...`. "
+            "A superuser creates it (`manage.py create_audit_token --team SLUG` or the admin).",
+        }
+
+
+class AuditTokenRateThrottle(BaseThrottle):
+    """PLANGATE_RATE_LIMIT requests per audit token per window, as for an API key."""
+
+    scope = "audit_token"
+
+    def __init__(self) -> None:
+        self.retry_after: int | None = None
+
+    def allow_request(self, request: Request, view) -> bool:
+        if not isinstance(request.auth, AuditToken):
+            return True
+        result = rate_limit_hit(
+            scope=self.scope,
+            ident=request.auth.lookup_id,
+            rate=rate_parse(settings.PLANGATE_RATE_LIMIT),
+        )
+        self.retry_after = result.retry_after
+        return result.allowed
+
+    def wait(self) -> float | None:
+        return self.retry_after
+
+
+class AuditRecordQuerySerializer(serializers.Serializer):
+    after = serializers.IntegerField(
+        required=False,
+        default=0,
+        min_value=0,
+        max_value=CURSOR_MAX,
+        help_text="The `next` of the previous page (a `seq`); 0 or absent: from the start.",
+    )
+    limit = serializers.IntegerField(
+        required=False,
+        default=PAGE_DEFAULT,
+        min_value=1,
+        max_value=PAGE_MAX,
+        help_text=f"Records per page, 1 to {PAGE_MAX} (default {PAGE_DEFAULT}).",
+    )
+
+
+class AuditAgentSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField(allow_blank=True)
+
+
+class AuditPolicySerializer(serializers.Serializer):
+    id = serializers.CharField(allow_blank=True, help_text="the policy's slug")
+    version = serializers.IntegerField(allow_null=True)
+
+
+class AuditRecordSerializer(serializers.Serializer):
+    seq = serializers.IntegerField(help_text="Position in the team's chain, from 1; the cursor.")
+    id = serializers.IntegerField()
+    at = serializers.CharField(help_text="ISO 8601, UTC, microseconds: 2026-12-01T09:13:04.120553Z")
+    kind = serializers.ChoiceField(choices=AuditRecord.Kind.choices)
+    team = serializers.CharField(help_text="the team's slug")
+    teamId = serializers.IntegerField(help_text="the team's id, which the hash covers")
+    actor = serializers.CharField(
+        allow_blank=True,
+        help_text="who acted: a person's username, `manage.py <command>`, `agent:<id>`...",
+    )
+    agent = AuditAgentSerializer(allow_null=True)
+    user = serializers.CharField(
+        allow_blank=True, help_text="the member's e-mail, or the user as a refused plan gave it"
+    )
+    planId = serializers.CharField(allow_blank=True)
+    planHash = serializers.CharField(allow_blank=True)
+    policy = AuditPolicySerializer(allow_null=True)
+    code = serializers.CharField(allow_blank=True, help_text="refusal code or decision")
+    rule = serializers.JSONField(
+        allow_null=True, help_text='the policy rule that decided: {"index": n, "description": ...}'
+    )
+    details = serializers.JSONField(help_text="what else the record says, by kind")
+    prevHash = serializers.CharField(
+        allow_blank=True, help_text="`hash` of the record before (empty for seq 1)"
+    )
+    hash = serializers.CharField(
+        help_text="lowercase hex SHA-256 of the RFC 8785 JSON of this record without `id`, "
+        "`team` and `hash`"
+    )
+
+
+class AuditRecordPageSerializer(serializers.Serializer):
+    records = AuditRecordSerializer(many=True)
+    next = serializers.IntegerField(
+        help_text="Send as `after` next time; unchanged when there was nothing new."
+    )
+
+
+def record_api_document(record: AuditRecord, team_slug: str) -> dict[str, Any]:
+    """What AuditRecordSerializer writes for ``record``: the hashed document, plus ``id``,
+    the team's slug and the hash."""
+    return {**record_document(record), "id": record.pk, "team": team_slug, "hash": record.hash}
+
+
+def _query(request: Request) -> dict[str, int]:
+    unknown = sorted(set(request.query_params) - {"after", "limit"})
+    if unknown:
+        raise DomainError(
+            Code.INVALID_REQUEST,
+            "Unknown query parameter.",
+            errors=[FieldError(name, "unknown parameter") for name in unknown],
+        )
+    query = AuditRecordQuerySerializer(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    return dict(query.validated_data)
+
+
+class AuditRecordListView(APIView):
+    authentication_classes = [AuditTokenAuthentication]
+    permission_classes = [IsAuthenticated]
+    throttle_classes = [AuditTokenRateThrottle]
+
+    @extend_schema(
+        operation_id="audit_records_list",
+        summary="The token's team's sealed audit records, in chain order, after a cursor",
+        tags=["audit"],
+        parameters=[AuditRecordQuerySerializer],
+        responses={
+            200: AuditRecordPageSerializer,
+            400: OpenApiResponse(description="A bad `after` or `limit` (`invalid_request`)."),
+            401: OpenApiResponse(
+                description="The audit token is missing, unknown or revoked "
+                "(`invalid_audit_token`)."
+            ),
+            429: OpenApiResponse(
+                description="Rate limit of the token, or of failed authentications from this "
+                "address, reached (`throttled`); see Retry-After."
+            ),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        token = request_audit_token(request)
+        query = _query(request)
+        records = records_after(team=token.team, after=query["after"], limit=query["limit"])
+        page = {
+            "records": [record_api_document(record, token.team.slug) for record in records],
+            "next": records[-1].seq if records else query["after"],
+        }
+        audit_token_touch(token=token)
+        return Response(AuditRecordPageSerializer(page).data)

@@ -11,6 +11,7 @@ after from the form.
 
 from __future__ import annotations
 
+import json
 from typing import Any, cast
 
 from django import forms
@@ -22,7 +23,7 @@ from django.http import HttpRequest
 from kernel.admin_forms import ServiceSavedAdmin
 from kernel.admin_scoping import team_path_of
 
-from .changes import Changes, change_append, readable
+from .changes import Changes, changes_append_to_teams, readable
 
 _FORM_CHANGES_ATTRIBUTE = "_plangate_recorded_form_changes"
 HIDDEN = "(hidden)"
@@ -75,12 +76,20 @@ def form_changes(form: forms.BaseForm, *, add: bool) -> Changes:
 
 def _message_text(message: Any) -> str:
     """The admin history's change message, in words (it may be its JSON list form)."""
+    if isinstance(message, list):
+        message = json.dumps(message)  # as LogEntry stores it
     return str(LogEntry(change_message=message).get_change_message())
 
 
 class RecordedChangesAdmin(admin.ModelAdmin):
-    """Records each addition, change and deletion the admin logs, in the object's team's
-    activity log. Listed before the admin's base class, so its hooks run first."""
+    """Records each addition, change and deletion the admin logs, in the log of the team
+    the object belongs to (``recorded_team_ids``). Listed before the admin's base class,
+    so its hooks run first."""
+
+    def recorded_team_ids(self, obj: Model) -> list[int]:
+        """The teams whose logs record a change of ``obj``: its own team by default."""
+        team_id = team_id_of(obj)
+        return [] if team_id is None else [team_id]
 
     def _stashed_changes(self, request: HttpRequest) -> dict[tuple[str, object], Changes]:
         stash = getattr(request, _FORM_CHANGES_ATTRIBUTE, None)
@@ -91,22 +100,25 @@ class RecordedChangesAdmin(admin.ModelAdmin):
 
     def construct_change_message(self, request, form, formsets, add=False):
         # Called after the save and right before log_addition/log_change: the form still
-        # knows the values before (its initial data) and after.
-        key = (form.instance._meta.label, form.instance.pk)
-        self._stashed_changes(request)[key] = form_changes(form, add=add)
+        # knows the values before (its initial data) and after. A form that edits no row
+        # (a password form) is described by its message alone.
+        instance = getattr(form, "instance", None)
+        if isinstance(instance, Model):
+            key = (instance._meta.label, instance.pk)
+            self._stashed_changes(request)[key] = form_changes(form, add=add)
         return super().construct_change_message(request, form, formsets, add)
 
     def _record(self, request: HttpRequest, obj: Model, action: str, message: Any) -> None:
         if isinstance(self, ServiceSavedAdmin):
             return  # its service recorded the change
-        team_id = team_id_of(obj)
-        if team_id is None:
-            return
         changes = self._stashed_changes(request).pop((obj._meta.label, obj.pk), None)
         if action == "updated" and not changes and not message:
             return  # saved unchanged
-        change_append(
-            team=team_id,
+        team_ids = self.recorded_team_ids(obj)
+        if not team_ids:
+            return
+        changes_append_to_teams(
+            team_ids,
             object_type=obj._meta.model_name or "",
             object_id=obj.pk,
             name=str(obj),

@@ -1,4 +1,5 @@
-"""Admin for the team: teams, members, roles and groups.
+"""Admin for the team: teams, members, roles and groups, and Django's users and permission
+groups with their changes recorded in the activity log.
 
 Agents and their API keys are in ``members.admin_agents``, imported here so autodiscovery
 registers them.
@@ -10,6 +11,9 @@ from typing import TYPE_CHECKING, TypedDict
 
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import GroupAdmin as AuthGroupAdmin
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.models import Group as PermissionGroup
 from django.db import transaction
 from django.db.models import Count
 from django.http import HttpRequest
@@ -206,3 +210,28 @@ class RoleAdmin(MembersShownAdmin):
 @admin.register(Group)
 class GroupAdmin(MembersShownAdmin):
     member_filter = "groups__id__exact"
+
+
+# --- Django's users and permission groups --------------------------------------------------
+
+
+class RecordedUserAdmin(RecordedChangesAdmin, UserAdmin):
+    """Django's user admin, whose changes (rights, staff status, a new password: as
+    changed, never its value) are recorded in the log of each team the user manages."""
+
+    def recorded_team_ids(self, obj) -> list[int]:
+        return list(obj.plangate_teams.order_by("pk").values_list("pk", flat=True))
+
+
+class RecordedPermissionGroupAdmin(RecordedChangesAdmin, AuthGroupAdmin):
+    """Django's permission groups ("Team admins", "Auditors", ...) grant rights in every
+    team, so a change to one is recorded in every team's log."""
+
+    def recorded_team_ids(self, obj) -> list[int]:
+        return list(Team.objects.order_by("pk").values_list("pk", flat=True))
+
+
+admin.site.unregister(get_user_model())
+admin.site.register(get_user_model(), RecordedUserAdmin)
+admin.site.unregister(PermissionGroup)
+admin.site.register(PermissionGroup, RecordedPermissionGroupAdmin)

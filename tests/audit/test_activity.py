@@ -7,6 +7,7 @@ import json
 from io import StringIO
 
 import pytest
+from django.contrib.auth.models import Group as PermissionGroup
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
@@ -30,7 +31,13 @@ from plans.tasks import rotate_signing_keys
 from policies.services import policy_set
 from scripts.run_local import ACTOR as MAKE_RUN
 from scripts.run_local import start_commands
-from tests.admin.conftest import KEY_OPERATORS, TEAM_ADMINS, ensure_admin_groups, logged_in
+from tests.admin.conftest import (
+    AUDITORS,
+    KEY_OPERATORS,
+    TEAM_ADMINS,
+    ensure_admin_groups,
+    logged_in,
+)
 from tests.admin.conftest import make_staff as staff_user
 from tests.conftest import POLICY
 from tests.plans.keys_helpers import age_keys
@@ -179,6 +186,59 @@ def test_a_team_a_superuser_adds_in_the_admin_is_recorded_in_the_new_teams_log(d
     assert record.actor == "root"
     assert record.details["action"] == "created"
     assert record.details["changes"]["staff"] == [None, ["mia"]]
+
+
+def test_a_users_rights_and_password_changed_in_the_admin_are_in_their_teams_logs(
+    team, other_team, tessa
+):
+    root = logged_in(User.objects.create_superuser("root", "root@example.test", "pw"))
+    auditors = PermissionGroup.objects.get(name=AUDITORS)
+    before = change_count(other_team)
+
+    response = root.post(
+        reverse("admin:auth_user_change", args=[tessa.pk]),
+        {
+            "username": "tessa",
+            "email": tessa.email,
+            "is_active": "on",
+            "is_staff": "on",
+            "groups": [auditors.pk],
+            "date_joined_0": "2026-12-01",
+            "date_joined_1": "00:00:00",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()
+    password = "a new long password 42"
+    response = root.post(
+        reverse("admin:auth_user_password_change", args=[tessa.pk]),
+        {"password1": password, "password2": password, "usable_password": "true"},
+    )
+    assert response.status_code == 302, response.content.decode()
+
+    rights, new_password = about(team, "user")
+    assert rights.actor == new_password.actor == "root"
+    assert rights.details["changes"]["groups"] == [[TEAM_ADMINS], [AUDITORS]]
+    assert new_password.details["message"] == "Changed password."
+    assert password not in json.dumps(new_password.details)
+    # Tessa manages one team: the other team's log does not hear of her.
+    assert change_count(other_team) == before
+
+
+def test_a_permission_group_changed_in_the_admin_is_in_every_teams_log(team, other_team):
+    root = logged_in(User.objects.create_superuser("root", "root@example.test", "pw"))
+    auditors = PermissionGroup.objects.get(name=AUDITORS)
+    permissions = list(auditors.permissions.values_list("pk", flat=True))
+
+    response = root.post(
+        reverse("admin:auth_group_change", args=[auditors.pk]),
+        {"name": "Auditors (read-only)", "permissions": permissions},
+    )
+    assert response.status_code == 302, response.content.decode()
+
+    for each in (team, other_team):
+        (record,) = about(each, "group")
+        assert record.actor == "root"
+        assert record.details["changes"] == {"name": [AUDITORS, "Auditors (read-only)"]}
 
 
 def test_a_policy_published_in_the_admin_names_the_admin_the_version_and_the_comment(

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import Group as PermissionGroup
 from django.contrib.auth.models import User
 from django.core.management import call_command
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import reverse
 
 from audit.actors import acting_as
@@ -40,7 +40,7 @@ from tests.admin.conftest import (
 )
 from tests.admin.conftest import make_staff as staff_user
 from tests.conftest import POLICY
-from tests.plans.keys_helpers import age_keys
+from tests.plans.keys_helpers import OTHER_ENCRYPTION_KEY, TEST_ENCRYPTION_KEY, age_keys
 
 pytestmark = pytest.mark.django_db
 DAY = 86400
@@ -142,6 +142,33 @@ def test_a_refused_admin_save_records_nothing(tessa_client, team, member):
 
     assert response.status_code == 200  # the form again, with the error
     assert change_count(team) == before
+
+
+def test_admin_actions_that_call_a_service_record_each_change_once(
+    tessa_client, team, member, sre_member, agent
+):
+    api_key = ApiKey.objects.get(agent=agent.agent)
+    before = change_count(team)
+
+    disabled = tessa_client.post(
+        reverse("admin:members_member_changelist"),
+        {"action": "disable_members", "_selected_action": [member.pk, sre_member.pk]},
+    )
+    revoked = tessa_client.post(
+        reverse("admin:members_apikey_changelist"),
+        {"action": "revoke_api_keys", "_selected_action": [api_key.pk], "post": "yes"},
+    )
+    assert disabled.status_code == revoked.status_code == 302
+
+    records = changes(team)[before:]
+    assert sorted(
+        (r.details["object"], r.details["action"], r.details["name"]) for r in records
+    ) == [
+        ("api_key", "revoked", api_key.prefix),
+        ("member", "disabled", member.email),
+        ("member", "disabled", sre_member.email),
+    ]
+    assert {record.actor for record in records} == {"tessa"}
 
 
 def test_roles_the_admin_saves_itself_are_recorded_created_renamed_and_deleted(tessa_client, team):
@@ -339,6 +366,18 @@ def test_rotate_keys_records_the_rotation_in_every_team_as_the_command(team, oth
         ["next", "active"],
         [None, "next"],
     ]
+
+
+def test_reencrypt_keys_records_which_keys_it_rewrote_and_a_second_run_nothing(team):
+    call_command("rotate_keys", stdout=StringIO())
+    kids = sorted(SigningKey.objects.values_list("kid", flat=True))
+    with override_settings(KEY_ENCRYPTION_KEY=f"{OTHER_ENCRYPTION_KEY},{TEST_ENCRYPTION_KEY}"):
+        call_command("reencrypt_keys", stdout=StringIO())
+        call_command("reencrypt_keys", stdout=StringIO())
+
+    (record,) = [r for r in about(team, "signing_key") if r.details["action"] == "reencrypted"]
+    assert record.actor == "manage.py reencrypt_keys"
+    assert record.details["reencrypted"] == kids
 
 
 def test_actor_names_someone_else_for_the_commands_changes(team):

@@ -1,24 +1,45 @@
 """DRF authentication by ``Authorization: Bearer pg_...``, a limit on failed attempts per
 client address, and a rate limit per API key. Both limits count in kernel.ratelimit,
-exactly, across every worker process."""
+exactly, across every worker process.
+
+The refusals decided here are counted, per day and code, in the audit trail's
+UnattributedRefusal, never stored one by one: a request with no usable key names no agent
+(anyone on the network can send them), and a flood of throttled requests must not fill a
+team's trail. Refusals of a known agent past this point are the views' to record.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import cast
 
 from django.conf import settings
+from django.db import transaction
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
-from kernel.problems import DomainError
+from audit.services import unattributed_refusal_count
+from kernel.problems import Code, DomainError
 from kernel.ratelimit import rate_limit_hit, rate_limit_peek, rate_parse
 
 from .models import Agent, ApiKey
 from .services import api_key_authenticate
 
+logger = logging.getLogger(__name__)
+
 AUTH_FAILURE_SCOPE = "auth_failure"
+
+
+def refusal_count(code: Code) -> None:
+    """Count one refusal that is not stored (see the module's docstring). A failure to count
+    is logged: the client is refused either way, never answered a server error instead."""
+    try:
+        with transaction.atomic():
+            unattributed_refusal_count(code=code)
+    except Exception:
+        logger.exception("could not count a refused request (%s)", code)
 
 
 def request_agent(request: Request) -> Agent:
@@ -59,6 +80,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         rate = rate_parse(settings.PLANGATE_AUTH_FAILURE_LIMIT)
         so_far = rate_limit_peek(scope=AUTH_FAILURE_SCOPE, ident=address, rate=rate)
         if not so_far.allowed:
+            refusal_count(Code.THROTTLED)
             raise exceptions.Throttled(wait=so_far.retry_after)
         try:
             api_key = self._api_key(header)
@@ -67,6 +89,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             # peek still get exactly `limit` 401s between them, the rest 429.
             failure = rate_limit_hit(scope=AUTH_FAILURE_SCOPE, ident=address, rate=rate)
             if not failure.allowed:
+                refusal_count(Code.THROTTLED)
                 raise exceptions.Throttled(wait=failure.retry_after) from None
             raise
         return api_key.agent, api_key
@@ -81,6 +104,10 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(exc.detail) from exc
 
     def authenticate_header(self, request: Request) -> str:
+        # DRF asks for the challenge exactly when it answers 401 because the key is missing
+        # or unusable (unknown, revoked, expired, malformed), on every view that
+        # authenticates with this class: the one place all of those refusals pass.
+        refusal_count(Code.INVALID_API_KEY)
         return 'Bearer realm="plangate"'
 
 
@@ -115,6 +142,8 @@ class ApiKeyRateThrottle(BaseThrottle):
             rate=rate_parse(settings.PLANGATE_RATE_LIMIT),
         )
         self.retry_after = result.retry_after
+        if not result.allowed:
+            refusal_count(Code.THROTTLED)
         return result.allowed
 
     def wait(self) -> float | None:

@@ -10,8 +10,9 @@ still being populated.
 from __future__ import annotations
 
 import secrets
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
+from django import forms
 from django.contrib import admin
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote, unquote
@@ -116,6 +117,19 @@ def object_action_allowed(request: HttpRequest, model: type, action_name: str) -
     )
 
 
+FormType = TypeVar("FormType", bound=forms.Form)
+
+
+def _confirmed(request: HttpRequest) -> bool:
+    return request.method == "POST" and request.POST.get("post") == "yes"
+
+
+def action_form(request: HttpRequest, form_class: type[FormType]) -> FormType:
+    """The form of an action's confirmation page (see ``confirm_action``): bound to what the
+    page posted once the user confirms, unbound when the page is first shown."""
+    return form_class(request.POST if _confirmed(request) else None)
+
+
 def confirm_action(
     model_admin: admin.ModelAdmin,
     request: HttpRequest,
@@ -127,6 +141,7 @@ def confirm_action(
     button: str,
     warning: str = "",
     next_url: str = "",
+    form: forms.Form | None = None,
 ) -> TemplateResponse | None:
     """None once the user confirmed, else the page asking them to.
 
@@ -134,8 +149,12 @@ def confirm_action(
     selected", so the action runs once through the usual permission checks. ``next_url``
     is where to go afterwards when the action was started from an object's page; from the
     change list it is the ``next`` the form posted, if any.
+
+    ``form`` (from ``action_form``) adds fields to the page, such as a reason; the action
+    reads its ``cleaned_data`` once this returns None. A confirmation whose form is not
+    valid shows the page again, with the form's errors.
     """
-    if request.method == "POST" and request.POST.get("post") == "yes":
+    if _confirmed(request) and (form is None or form.is_valid()):
         return None
     opts = model_admin.model._meta
     context = {
@@ -150,6 +169,7 @@ def confirm_action(
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
         "next_url": next_url or request.POST.get("next", ""),
+        "form": form,
     }
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, "admin/plangate/confirm_action.html", context)

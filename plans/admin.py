@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
@@ -22,7 +23,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from kernel.admin_actions import confirm_action, redirect_after_action
+from audit.doors import person_actor
+from kernel.admin_actions import action_form, confirm_action, redirect_after_action
 from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
 from kernel.admin_export import ExportMixin
 from kernel.admin_scoping import scope_to_teams
@@ -47,6 +49,20 @@ from .services import plan_revoke
 
 class ReadOnlyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
     """Audit records: nobody adds, edits or deletes them here."""
+
+
+class RevokePlanForm(forms.Form):
+    """The revoke confirmation's one field."""
+
+    reason = forms.CharField(
+        required=False,
+        max_length=1000,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        help_text=(
+            "Optional. Kept with the plan and in the audit trail; the agent reads it in "
+            "GET /v1/plans/{id}."
+        ),
+    )
 
 
 class MemberEmailFilter(TextInputFilter):
@@ -190,6 +206,7 @@ class PlanAdmin(ExportMixin, ReadOnlyAdmin):
 
     @admin.action(description="Revoke selected plans", permissions=["revoke"])
     def revoke_plans(self, request: HttpRequest, queryset, next_url: str = ""):
+        form = action_form(request, RevokePlanForm)
         confirmation = confirm_action(
             self,
             request,
@@ -203,15 +220,20 @@ class PlanAdmin(ExportMixin, ReadOnlyAdmin):
             ),
             button="Yes, revoke",
             warning="This cannot be undone: the agent must declare a new plan.",
+            form=form,
         )
         if confirmation is not None:
             return confirmation
+        reason = form.cleaned_data["reason"]
         revoked = []
         with transaction.atomic():
             for plan in queryset:
-                if plan_revoke(plan=plan):
+                if plan_revoke(plan=plan, by=person_actor(request.user), reason=reason):
                     self.log_change(
-                        request, plan, "Revoked: its next refresh answers 410 plan_revoked."
+                        request,
+                        plan,
+                        "Revoked: its next refresh answers 410 plan_revoked."
+                        + (f" Reason: {reason}" if reason else ""),
                     )
                     revoked.append(plan.pk)
         if revoked:

@@ -8,7 +8,7 @@ import logging
 import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
@@ -16,15 +16,20 @@ from django.db import DatabaseError, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from audit.changes import (
-    change_append,
-    changes_append_to_teams,
-    created_changes,
-    field_changes,
-)
+from audit.changes import created_changes, field_changes
 from guard.errors import FieldError
 from kernel.problems import Code, DomainError
 
+from .changes import (
+    agent_change_record,
+    agent_state,
+    api_key_change_record,
+    member_change_record,
+    member_disabled_record,
+    member_state,
+    named_row_created,
+    team_created_record,
+)
 from .models import Agent, ApiKey, Group, Member, Role, Team, email_normalize
 
 if TYPE_CHECKING:
@@ -45,14 +50,7 @@ def team_get_or_create(*, slug: str = DEFAULT_TEAM_SLUG, name: str | None = None
             slug=slug, defaults={"name": name or slug.title()}
         )
         if created:
-            change_append(
-                team=team,
-                object_type="team",
-                object_id=team.pk,
-                name=team.slug,
-                action="created",
-                changes=created_changes({"slug": team.slug, "name": team.name}),
-            )
+            team_created_record(team)
     return team
 
 
@@ -121,7 +119,7 @@ def member_save(
             if member is not None and member.pk is not None
             else None
         )
-        before = _member_state(stored) if stored is not None else None
+        before = member_state(stored) if stored is not None else None
         if member is None:
             member = Member()
         member.team = team
@@ -143,67 +141,22 @@ def member_save(
                     for group in group_list
                 ]
             )
-        _member_change_record(member, before, stored.team_id if stored else None)
+        member_change_record(member, before, stored.team_id if stored else None)
     return member
-
-
-def _member_state(member: Member) -> dict[str, Any]:
-    """A member as its change records show it."""
-    return {
-        "team": member.team.slug,
-        "email": member.email,
-        "name": member.name,
-        "role": member.role.name if member.role else None,
-        "groups": member.group_names(),
-        "is_active": member.is_active,
-    }
-
-
-def _member_change_record(
-    member: Member, before: dict[str, Any] | None, team_before: int | None
-) -> None:
-    """One record of what ``member_save`` changed, none when nothing did; a member moved
-    to another team is recorded in both teams' logs."""
-    after = _member_state(member)
-    changes = field_changes(before, after) if before else created_changes(after)
-    if not changes:
-        return
-    team_ids = {member.team_id} | ({team_before} if team_before is not None else set())
-    changes_append_to_teams(
-        sorted(team_ids),
-        object_type="member",
-        object_id=member.pk,
-        name=member.email,
-        action="updated" if before else "created",
-        changes=changes,
-        user=member.email,
-    )
 
 
 def _role_named(team: Team, name: str) -> Role:
     role, created = Role.objects.get_or_create(team=team, name=name)
     if created:
-        _named_row_created(team, "role", role)
+        named_row_created(team, "role", role)
     return role
 
 
 def _group_named(team: Team, name: str) -> Group:
     group, created = Group.objects.get_or_create(team=team, name=name)
     if created:
-        _named_row_created(team, "group", group)
+        named_row_created(team, "group", group)
     return group
-
-
-def _named_row_created(team: Team, object_type: str, row: Role | Group) -> None:
-    """A role or group that saving a member created because it was named."""
-    change_append(
-        team=team,
-        object_type=object_type,
-        object_id=row.pk,
-        name=row.name,
-        action="created",
-        changes={"name": [None, row.name]},
-    )
 
 
 def member_upsert(
@@ -238,15 +191,7 @@ def member_disable(*, team: Team, email: str) -> Member:
         if member.is_active:
             member.is_active = False
             member.save(update_fields=["is_active"])
-            change_append(
-                team=team,
-                object_type="member",
-                object_id=member.pk,
-                name=member.email,
-                action="disabled",
-                changes={"is_active": [True, False]},
-                user=member.email,
-            )
+            member_disabled_record(member)
     return member
 
 
@@ -278,7 +223,7 @@ def _agent_save(agent: Agent) -> Agent:
 def agent_create(*, team: Team, name: str, policy: Policy, is_active: bool = True) -> Agent:
     with transaction.atomic():
         agent = _agent_save(Agent(team=team, name=name, policy=policy, is_active=is_active))
-        _agent_change_record(agent, None)
+        agent_change_record(agent, None)
     return agent
 
 
@@ -301,30 +246,8 @@ def agent_update(
         if is_active is not None:
             agent.is_active = is_active
         _agent_save(agent)
-        _agent_change_record(agent, _agent_state(stored) if stored is not None else None)
+        agent_change_record(agent, agent_state(stored) if stored is not None else None)
     return agent
-
-
-def _agent_state(agent: Agent) -> dict[str, Any]:
-    """An agent as its change records show it."""
-    return {"name": agent.name, "policy": agent.policy.slug, "is_active": agent.is_active}
-
-
-def _agent_change_record(agent: Agent, before: dict[str, Any] | None) -> None:
-    after = _agent_state(agent)
-    changes = field_changes(before, after) if before else created_changes(after)
-    if not changes:
-        return
-    change_append(
-        team=agent.team_id,
-        object_type="agent",
-        object_id=agent.pk,
-        name=agent.name,
-        action="created" if before is None else "updated",
-        changes=changes,
-        agent_name=agent.name,
-        policy=agent.policy.slug,
-    )
 
 
 def _hash_secret(secret: str) -> str:
@@ -349,7 +272,7 @@ def api_key_create(
             secret_hash=_hash_secret(secret),
             expires_at=expires_at,
         )
-        _api_key_change_record(
+        api_key_change_record(
             api_key,
             "created",
             created_changes({"name": name, "expires_at": expires_at}),
@@ -365,24 +288,10 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
         )
         api_key.refresh_from_db(fields=["revoked_at"])
         if revoked:
-            _api_key_change_record(
+            api_key_change_record(
                 api_key, "revoked", field_changes({}, {"revoked_at": api_key.revoked_at})
             )
     return api_key
-
-
-def _api_key_change_record(api_key: ApiKey, action: str, changes: dict[str, list[Any]]) -> None:
-    agent = api_key.agent
-    change_append(
-        team=agent.team_id,
-        object_type="api_key",
-        object_id=api_key.pk,
-        name=api_key.prefix,
-        action=action,
-        changes=changes,
-        extra={"agent": agent.name},
-        agent_name=agent.name,
-    )
 
 
 def api_key_authenticate(plaintext: str) -> ApiKey:

@@ -345,3 +345,40 @@ def test_rate_limit_answers_429_with_retry_after(agent):
     assert statuses == [201, 201, 429]
     assert_problem(response, 429, Code.THROTTLED)
     assert int(response["Retry-After"]) >= 1
+
+
+@pytest.mark.parametrize("ttl", [900.0, 1e3, [900], {"seconds": 900}])
+def test_ttl_that_is_not_a_json_integer_is_invalid_request(agent, ttl):
+    before = table_counts()
+
+    problem = assert_problem(
+        declare(agent.client, plan_document(), ttl=ttl), 400, "invalid_request"
+    )
+
+    assert [error["path"] for error in problem["errors"]] == ["ttl"]
+    assert table_counts() == before
+
+
+def test_a_null_ttl_is_the_default_lifetime(agent):
+    response = declare(agent.client, plan_document(), ttl=None)
+
+    assert response.status_code == 201, response.content
+    claims = claims_of(response.json()["token"])
+    assert claims["exp"] - claims["iat"] == 900
+
+
+def test_a_null_plan_is_an_invalid_plan(agent):
+    problem = assert_problem(declare(agent.client, None), 400, "invalid_plan")
+
+    assert [error["path"] for error in problem["errors"]] == ["plan"]
+
+
+@override_settings(PLANGATE_TOKEN_MIN_TTL=10, PLANGATE_TOKEN_MAX_TTL=20)
+def test_the_ttl_bounds_are_the_settings_when_the_body_is_checked(agent):
+    problem = assert_problem(declare(agent.client, plan_document(), ttl=30), 400, "invalid_request")
+    response = declare(agent.client, plan_document(), ttl=20)
+
+    assert problem["errors"] == [{"path": "ttl", "detail": "must be between 10 and 20"}]
+    assert response.status_code == 201, response.content
+    claims = claims_of(response.json()["token"])
+    assert claims["exp"] - claims["iat"] == 20

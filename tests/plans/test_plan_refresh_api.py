@@ -325,3 +325,21 @@ def test_another_agent_of_the_same_team_cannot_refresh_or_see_the_plan(agent, te
     assert_problem(refresh(sibling, issued["id"], issued["token"]), 404, Code.PLAN_NOT_FOUND)
     assert_problem(sibling.client.get(f"/v1/plans/{issued['id']}"), 404, Code.PLAN_NOT_FOUND)
     assert PlanToken.objects.filter(plan_id=issued["id"]).count() == 1
+
+
+def test_plan_detail_is_rendered_by_the_serializer_the_schema_documents(agent, client):
+    issued = declare(agent)
+
+    body = agent.client.get(f"/v1/plans/{issued['id']}").json()
+    schema = client.get("/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+
+    detail = schema["components"]["schemas"]["PlanDetail"]
+    assert set(body) == set(detail["properties"]) == set(detail["required"])
+    assert (body["revokedAt"], body["revokeReason"], body["endedAt"], body["endReason"]) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    statuses = schema["components"]["schemas"]["StatusEnum"]["enum"]
+    assert set(statuses) == set(Plan.Status.values)

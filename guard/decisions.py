@@ -31,3 +31,23 @@ MAX_EVENT_TOOL_LENGTH = 200
 MAX_EVENT_REASON_LENGTH = 500
 # An ACP message shown to the user, as compact JSON in UTF-8.
 MAX_DISPLAY_UPDATE_BYTES = 64 * 1024
+# The policy rule an event names: its description is cut to this length by the guard.
+MAX_EVENT_RULE_DESCRIPTION_LENGTH = 200
+# A reporter's stream id (a uuid4 in hex, say): letters, digits, ``-`` and ``_``.
+MIN_STREAM_ID_LENGTH = 8
+MAX_STREAM_ID_LENGTH = 64
+# Sequence numbers and lost counts fit the control plane's 64-bit columns with room.
+MAX_BATCH_SEQUENCE = 2**62
+MAX_LOST_PER_BATCH = 1_000_000_000
+MAX_END_REASON_LENGTH = 500
+
+
+class PlanOutcome(StrEnum):
+    """How the agent's guard ended a plan, reported in the last batch (``end.outcome``)."""
+
+    COMPLETED = "completed"  # every required step ran
+    ENDED = "ended"  # ended before that
+    TOKEN_REFUSED = "token_refused"  # noqa: S105 (the guard refused the token it was given)
+
+
+PLAN_OUTCOMES: frozenset[str] = frozenset(outcome.value for outcome in PlanOutcome)

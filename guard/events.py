@@ -1,3 +1,4 @@
+# Over 400 lines on purpose: the one declaration of the batch, built and validated side by side.
 """The event batch: what the guard's reporter posts to ``POST /v1/plans/{id}/events``.
 
 One declaration of the wire shape, next to the plan's: the reporter builds its batches with
@@ -7,12 +8,27 @@ the ``*_json`` builders and the control plane validates what it receives with
 
 A batch (camelCase on the wire)::
 
-    {"events": [{"at": "2026-11-30T09:00:00.250000Z", "tool": "github_list_issues",
+    {"stream": "3f2a...", "seq": 7, "lost": 0,
+     "events": [{"at": "2026-11-30T09:00:00.250000Z", "tool": "github_list_issues",
                  "decision": "allowed", "step": 0, "reason": "...",
-                 "argsDigest": "<sha-256 hex>", "args": {...}}],
-     "displayUpdates": [{"at": "...", "message": {<ACP session/update params>}}]}
+                 "rule": {"index": 0, "description": "allow github_* (rules[0])"},
+                 "policyVersion": 3, "argsDigest": "<sha-256 hex>", "args": {...}}],
+     "displayUpdates": [{"at": "...", "message": {<ACP session/update params>}}],
+     "end": {"outcome": "completed"}}
 
-Either list may be left out, but not both.
+* ``stream`` and ``seq`` (together, or neither): the reporter's random stream id and the
+  batch's number in it for this plan, 1, 2, 3...; the control plane stores each
+  (plan, stream, seq) once, so a batch sent again after a lost answer is not stored twice.
+* ``lost``: decisions of this plan the reporter could not keep (its queue was full, or the
+  control plane refused a batch for good) since its last delivered batch.
+* ``step`` is an index into the plan's ``steps`` (from 0), as ``rule.index`` is into the
+  policy's ``rules``; people-facing texts (``reason``) count steps from 1.
+* ``rule``: the policy rule that decided (``index`` null: the policy default); left out
+  when the policy was not consulted (the call matched no step, say).
+* ``end``: the plan is over for the agent: ``completed`` (every required step ran),
+  ``ended``, or ``token_refused`` (the guard refused the token it was given; ``reason``).
+
+A batch carries at least one event, display update, lost decision or end.
 """
 
 from __future__ import annotations
@@ -26,36 +42,65 @@ from typing import Any
 
 from guard.decisions import (
     DECISION_CODES,
+    MAX_BATCH_SEQUENCE,
     MAX_DISPLAY_UPDATE_BYTES,
     MAX_DISPLAY_UPDATES_PER_BATCH,
+    MAX_END_REASON_LENGTH,
     MAX_EVENT_REASON_LENGTH,
+    MAX_EVENT_RULE_DESCRIPTION_LENGTH,
     MAX_EVENT_TOOL_LENGTH,
     MAX_EVENTS_PER_BATCH,
+    MAX_LOST_PER_BATCH,
+    MAX_STREAM_ID_LENGTH,
+    MIN_STREAM_ID_LENGTH,
+    PLAN_OUTCOMES,
     Decision,
+    PlanOutcome,
 )
 from guard.errors import DocumentInvalid, FieldError
+from guard.policy import MAX_RULES
 
 __all__ = [
     "DISPLAY_UPDATE_KEYS",
+    "END_KEYS",
     "EVENT_BATCH_KEYS",
     "EVENT_KEYS",
+    "RULE_KEYS",
     "DisplayUpdate",
     "EventBatch",
     "GuardEvent",
+    "PlanEnd",
+    "RuleRef",
     "display_update_json",
     "event_batch_json",
     "guard_event_json",
+    "plan_end_json",
     "timestamp",
     "validate_event_batch",
 ]
 
-EVENT_BATCH_KEYS = frozenset({"events", "displayUpdates"})
-EVENT_KEYS = frozenset({"at", "tool", "decision", "step", "reason", "argsDigest", "args"})
+EVENT_BATCH_KEYS = frozenset({"stream", "seq", "lost", "events", "displayUpdates", "end"})
+EVENT_KEYS = frozenset(
+    {"at", "tool", "decision", "step", "reason", "rule", "policyVersion", "argsDigest", "args"}
+)
+RULE_KEYS = frozenset({"index", "description"})
+END_KEYS = frozenset({"outcome", "reason"})
 DISPLAY_UPDATE_KEYS = frozenset({"at", "message"})
 _REQUIRED_EVENT_KEYS = ("at", "tool", "decision")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
+STREAM_ID_PATTERN = rf"^[A-Za-z0-9_-]{{{MIN_STREAM_ID_LENGTH},{MAX_STREAM_ID_LENGTH}}}$"
+_STREAM_ID = re.compile(STREAM_ID_PATTERN)
 # Far longer than any RFC 3339 date-time; keeps fromisoformat away from long garbage.
 _MAX_TIME_LENGTH = 40
+
+
+@dataclass(frozen=True, slots=True)
+class RuleRef:
+    """The policy rule that decided a call: `index` into the policy's ``rules`` (None: the
+    policy default) and a short description for people."""
+
+    index: int | None
+    description: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +110,12 @@ class GuardEvent:
     occurred_at: datetime
     tool: str
     decision: Decision
-    step: int | None
+    step: int | None  # an index into the plan's steps, from 0
     reason: str
     args_digest: str  # "" when the arguments were not JSON
     args: dict[str, Any] | None
+    rule: RuleRef | None = None  # None: the policy was not consulted
+    policy_version: int | None = None  # the version the token in force carried
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +127,19 @@ class DisplayUpdate:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanEnd:
+    outcome: PlanOutcome
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class EventBatch:
     events: tuple[GuardEvent, ...]
     display_updates: tuple[DisplayUpdate, ...]
+    stream: str | None = None  # None with seq None: a batch of a guard before 0.2
+    seq: int | None = None
+    lost: int = 0
+    end: PlanEnd | None = None
 
 
 # --- building (the reporter) ------------------------------------------------------------
@@ -102,9 +159,13 @@ def guard_event_json(
     reason: str = "",
     args_digest: str | None = None,
     args: Mapping[str, Any] | None = None,
+    rule_index: int | None = None,
+    rule_description: str | None = None,
+    policy_version: int | None = None,
 ) -> dict[str, Any]:
     """One event of a batch. A tool that is not a name (the agent can pass anything) is
-    shown by its repr, and texts are cut to the limits, so the event is always accepted."""
+    shown by its repr, and texts are cut to the limits, so the event is always accepted.
+    `rule_description` None leaves the rule out (the policy was not consulted)."""
     text = tool if isinstance(tool, str) else repr(tool)
     event: dict[str, Any] = {
         "at": timestamp(at),
@@ -115,6 +176,15 @@ def guard_event_json(
         event["step"] = step
     if reason:
         event["reason"] = reason[:MAX_EVENT_REASON_LENGTH]
+    if rule_description is not None:
+        event["rule"] = {
+            "index": rule_index,
+            "description": (rule_description or "(no description)")[
+                :MAX_EVENT_RULE_DESCRIPTION_LENGTH
+            ],
+        }
+    if policy_version is not None:
+        event["policyVersion"] = policy_version
     if args_digest is not None:
         event["argsDigest"] = args_digest
         if args is not None:
@@ -126,16 +196,36 @@ def display_update_json(*, at: float, message: Mapping[str, Any]) -> dict[str, A
     return {"at": timestamp(at), "message": message}
 
 
+def plan_end_json(*, outcome: PlanOutcome, reason: str = "") -> dict[str, Any]:
+    end: dict[str, Any] = {"outcome": outcome.value}
+    if reason:
+        end["reason"] = reason[:MAX_END_REASON_LENGTH]
+    return end
+
+
 def event_batch_json(
-    *, events: list[dict[str, Any]], display_updates: list[dict[str, Any]]
+    *,
+    events: list[dict[str, Any]],
+    display_updates: list[dict[str, Any]],
+    stream: str | None = None,
+    seq: int | None = None,
+    lost: int = 0,
+    end: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The body of one post; an empty list is left out. The caller keeps each list within
-    MAX_EVENTS_PER_BATCH and MAX_DISPLAY_UPDATES_PER_BATCH."""
+    """The body of one post; an empty list, no loss and no end are left out. The caller
+    keeps each list within MAX_EVENTS_PER_BATCH and MAX_DISPLAY_UPDATES_PER_BATCH."""
     body: dict[str, Any] = {}
+    if stream is not None and seq is not None:
+        body["stream"] = stream
+        body["seq"] = seq
+    if lost:
+        body["lost"] = min(lost, MAX_LOST_PER_BATCH)
     if events:
         body["events"] = events
     if display_updates:
         body["displayUpdates"] = display_updates
+    if end is not None:
+        body["end"] = end
     return body
 
 
@@ -155,6 +245,12 @@ def validate_event_batch(batch: object, *, steps: int | None = None) -> EventBat
         FieldError(str(key), "unknown field")
         for key in sorted(batch.keys() - EVENT_BATCH_KEYS, key=str)
     )
+    stream, seq = _stream_and_seq(batch, errors)
+    lost = batch.get("lost", 0)
+    if isinstance(lost, bool) or not isinstance(lost, int) or not 0 <= lost <= MAX_LOST_PER_BATCH:
+        errors.append(FieldError("lost", f"expected an integer from 0 to {MAX_LOST_PER_BATCH}"))
+        lost = 0
+    end = _end(batch["end"], errors) if "end" in batch else None
     raw_events = _list(batch.get("events"), "events", MAX_EVENTS_PER_BATCH, errors)
     raw_updates = _list(
         batch.get("displayUpdates"), "displayUpdates", MAX_DISPLAY_UPDATES_PER_BATCH, errors
@@ -166,14 +262,100 @@ def validate_event_batch(batch: object, *, steps: int | None = None) -> EventBat
         _display_update(update, f"displayUpdates[{index}]", errors)
         for index, update in enumerate(raw_updates)
     ]
-    if not errors and not events and not updates:
+    if not errors and not events and not updates and not lost and end is None:
         errors.append(FieldError("events", "the batch is empty"))
     if errors:
         raise DocumentInvalid(errors)
     return EventBatch(
         events=tuple(event for event in events if event is not None),
         display_updates=tuple(update for update in updates if update is not None),
+        stream=stream,
+        seq=seq,
+        lost=lost,
+        end=end,
     )
+
+
+def _stream_and_seq(
+    batch: Mapping[str, Any], errors: list[FieldError]
+) -> tuple[str | None, int | None]:
+    stream = batch.get("stream")
+    seq = batch.get("seq")
+    if stream is None and seq is None:
+        return None, None
+    before = len(errors)
+    if not isinstance(stream, str) or not _STREAM_ID.match(stream):
+        errors.append(
+            FieldError(
+                "stream",
+                f"expected {MIN_STREAM_ID_LENGTH} to {MAX_STREAM_ID_LENGTH} letters, digits,"
+                " - or _ (given with seq)",
+            )
+        )
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= MAX_BATCH_SEQUENCE:
+        errors.append(FieldError("seq", "expected a positive integer (given with stream)"))
+    if len(errors) > before:
+        return None, None
+    assert isinstance(stream, str) and isinstance(seq, int)
+    return stream, seq
+
+
+def _end(end: object, errors: list[FieldError]) -> PlanEnd | None:
+    if not isinstance(end, Mapping):
+        errors.append(FieldError("end", "expected an object"))
+        return None
+    before = len(errors)
+    errors.extend(
+        FieldError(f"end.{key}", "unknown field") for key in sorted(end.keys() - END_KEYS, key=str)
+    )
+    outcome = end.get("outcome")
+    if outcome not in PLAN_OUTCOMES:
+        errors.append(
+            FieldError("end.outcome", f"expected one of {', '.join(sorted(PLAN_OUTCOMES))}")
+        )
+    reason = end.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > MAX_END_REASON_LENGTH:
+        errors.append(
+            FieldError(
+                "end.reason", f"expected a string of at most {MAX_END_REASON_LENGTH} characters"
+            )
+        )
+    if len(errors) > before or not isinstance(outcome, str) or not isinstance(reason, str):
+        return None
+    return PlanEnd(outcome=PlanOutcome(outcome), reason=reason)
+
+
+def _rule(rule: object, path: str, errors: list[FieldError]) -> RuleRef | None:
+    if rule is None:
+        return None
+    if not isinstance(rule, Mapping):
+        errors.append(FieldError(path, "expected an object or null"))
+        return None
+    before = len(errors)
+    errors.extend(
+        FieldError(f"{path}.{key}", "unknown field")
+        for key in sorted(rule.keys() - RULE_KEYS, key=str)
+    )
+    index = rule.get("index")
+    if index is not None and (
+        isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < MAX_RULES
+    ):
+        errors.append(
+            FieldError(f"{path}.index", f"expected a rule index from 0 to {MAX_RULES - 1}, or null")
+        )
+    description = rule.get("description")
+    if not (
+        isinstance(description, str) and 1 <= len(description) <= MAX_EVENT_RULE_DESCRIPTION_LENGTH
+    ):
+        errors.append(
+            FieldError(
+                f"{path}.description",
+                f"expected a string of 1 to {MAX_EVENT_RULE_DESCRIPTION_LENGTH} characters",
+            )
+        )
+    if len(errors) > before or not isinstance(description, str):
+        return None
+    return RuleRef(index=index, description=description)
 
 
 def _list(value: object, path: str, limit: int, errors: list[FieldError]) -> list[Any]:
@@ -255,6 +437,14 @@ def _event(
         errors.append(FieldError(f"{path}.argsDigest", "expected a lowercase hex SHA-256"))
     if "args" in event and not isinstance(event["args"], dict):
         errors.append(FieldError(f"{path}.args", "expected an object"))
+    rule = _rule(event.get("rule"), f"{path}.rule", errors)
+    policy_version = event.get("policyVersion")
+    if policy_version is not None and (
+        isinstance(policy_version, bool)
+        or not isinstance(policy_version, int)
+        or policy_version < 1
+    ):
+        errors.append(FieldError(f"{path}.policyVersion", "expected a policy version number"))
     # The isinstance checks repeat what the errors above already say, for the type checker.
     if (
         len(errors) > before
@@ -271,6 +461,8 @@ def _event(
         reason=reason,
         args_digest=digest,
         args=event.get("args"),
+        rule=rule,
+        policy_version=policy_version,
     )
 
 

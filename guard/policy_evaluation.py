@@ -19,10 +19,11 @@ or not a finite number all count as a match; see guard.deny).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 from guard.constraints import ArgsMatcher, compile_args
+from guard.decisions import MAX_EVENT_RULE_DESCRIPTION_LENGTH
 from guard.deny import compile_deny_args
 from guard.eq_index import EqIndex
 from guard.patterns import compile_glob
@@ -34,6 +35,7 @@ __all__ = [
     "PolicyDecision",
     "StepDenial",
     "evaluate_plan",
+    "rule_description",
 ]
 
 # Bounds the per-tool cache of CompiledPolicy against an agent inventing tool names.
@@ -56,11 +58,14 @@ class StepDenial:
 
 @dataclass(frozen=True)
 class PolicyDecision:
-    """The policy's verdict on one call. `rule` None means the policy default decided."""
+    """The policy's verdict on one call. `rule` None means the policy default decided;
+    `description` names the rule (or the default) for the decision log: the rule's own
+    ``description`` or ``name``, else its effect and tools (see `rule_description`)."""
 
     allowed: bool
     rule: int | None
     reason: str
+    description: str = field(default="", compare=False)  # a label: not part of the verdict
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,7 @@ class _Rule:
     pinned: Mapping[str, Any] | None  # the validated ``args`` the matcher was compiled from
     max_calls: int | None
     label: str
+    description: str
 
     def concerns(self, tool: str) -> bool:
         return any(matches(tool) for matches in self.tools)
@@ -82,6 +88,23 @@ def _label(rule: Mapping[str, Any]) -> str:
     rule's index themselves)."""
     name = rule.get("name")
     return f'{rule["effect"]} rule "{name}"' if name else f"{rule['effect']} rule"
+
+
+def rule_description(rule: Mapping[str, Any], index: int) -> str:
+    """How the decision log names a rule: its ``description``, else its ``name``, else its
+    effect and tool globs, with its index: ``allow github_* (rules[0])``. At most
+    MAX_EVENT_RULE_DESCRIPTION_LENGTH characters."""
+    text = " ".join(str(rule.get("description") or "").split())
+    if not text:
+        name = rule.get("name")
+        text = (
+            f'{rule["effect"]} "{name}"' if name else f"{rule['effect']} {', '.join(rule['tools'])}"
+        )
+    suffix = f" (rules[{index}])"
+    room = MAX_EVENT_RULE_DESCRIPTION_LENGTH - len(suffix)
+    if len(text) > room:
+        text = text[: room - 3] + "..."
+    return text + suffix
 
 
 def _applicable_rules(
@@ -110,6 +133,7 @@ def _applicable_rules(
                 pinned=args or None,
                 max_calls=rule.get("maxCalls"),
                 label=_label(rule),
+                description=rule_description(rule, index),
             )
         )
     return compiled
@@ -169,7 +193,9 @@ def evaluate_plan(
     return denials
 
 
-_NOT_A_TOOL_NAME = PolicyDecision(False, None, "the tool name is not a string")
+_NOT_A_TOOL_NAME = PolicyDecision(
+    False, None, "the tool name is not a string", "the tool name is not a string"
+)
 
 _RuleMatchers = tuple[tuple[ArgsMatcher | None, PolicyDecision], ...]
 
@@ -216,9 +242,13 @@ class CompiledPolicy:
         self.groups = tuple(groups)
         self._rules = _applicable_rules(policy, role, groups)
         if policy["default"] == "allow":
-            self._default = PolicyDecision(True, None, "the policy default allows this call")
+            self._default = PolicyDecision(
+                True, None, "the policy default allows this call", "the policy default (allow)"
+            )
         else:
-            self._default = PolicyDecision(False, None, "no allow rule admits this call")
+            self._default = PolicyDecision(
+                False, None, "no allow rule admits this call", "the policy default (deny)"
+            )
         self._by_tool: dict[str, _ToolRules] = {}
 
     def _resolve(self, tool: str) -> _ToolRules:
@@ -231,11 +261,15 @@ class CompiledPolicy:
                 continue
             if rule.deny:
                 reason = f"{rule.label} forbids this call"
-                denies.append((rule.args, PolicyDecision(False, rule.index, reason)))
+                denies.append(
+                    (rule.args, PolicyDecision(False, rule.index, reason, rule.description))
+                )
                 deny_args.append((len(deny_args), rule.pinned))
             else:
                 reason = f"{rule.label} admits this call"
-                allows.append((rule.args, PolicyDecision(True, rule.index, reason)))
+                allows.append(
+                    (rule.args, PolicyDecision(True, rule.index, reason, rule.description))
+                )
                 allow_args.append((len(allow_args), rule.pinned))
         entry = _ToolRules(
             tuple(denies),

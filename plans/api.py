@@ -34,6 +34,7 @@ from .api_schema import (
     jwks_response,
     plan_declaration_example,
 )
+from .event_intake import plan_events_record
 from .keys import jwks_document
 from .records import RefusalContext, declaration_context, refresh_context, refusal_record
 from .serializers import (
@@ -43,7 +44,6 @@ from .serializers import (
     PlanRefreshSerializer,
 )
 from .services import (
-    plan_events_record,
     plan_get_for_agent,
     plan_issue,
     plan_refresh,
@@ -216,9 +216,14 @@ class PlanEventsView(AgentAPIView):
     @extend_schema(
         operation_id="plans_events",
         summary="Report a batch of guard decisions and the ACP plan updates shown to the user",
+        description=(
+            "Stored exactly once per (plan, stream, seq): a batch received before is"
+            " answered 200 with its counts and `duplicate: true`, and stores nothing."
+        ),
         request=EventBatchSerializer,
         responses={
             202: event_batch_accepted_response,
+            200: event_batch_accepted_response,
             400: PROBLEM,
             401: PROBLEM,
             403: PROBLEM,
@@ -234,8 +239,10 @@ class PlanEventsView(AgentAPIView):
                 "events": recorded.events,
                 "displayUpdates": recorded.display_updates,
                 "argumentsStored": recorded.arguments_stored,
+                "lost": recorded.lost,
+                "duplicate": recorded.duplicate,
             },
-            status=202,
+            status=200 if recorded.duplicate else 202,
         )
 
 

@@ -121,18 +121,66 @@ class PlanToken(models.Model):
         return f"{self.kind} {self.issued_at:%Y-%m-%d %H:%M:%S}"
 
 
+class PlanEventBatch(models.Model):
+    """One batch of the guard's decision log, as received. Stored once per (plan, stream,
+    seq), so a batch the guard sends again (its answer was lost) stores nothing twice; a
+    missing number in a stream is a batch the guard gave up on, whose decisions it
+    reported as `lost` in a later batch."""
+
+    team_path: ClassVar[str] = "plan__team"
+
+    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="event_batches")
+    #: the reporter's random id; "" for a guard that numbers no batches (before 0.2)
+    stream = models.CharField(max_length=64, blank=True)
+    #: the batch's number in its stream for this plan: 1, 2, 3...
+    seq = models.PositiveBigIntegerField(null=True, blank=True)
+    received_at = models.DateTimeField(default=timezone.now)
+    events = models.PositiveIntegerField(default=0)
+    display_updates = models.PositiveIntegerField(default=0)
+    lost = models.PositiveIntegerField(
+        default=0, help_text="decisions the guard reported it could not deliver"
+    )
+    #: how the guard ended the plan in this batch: completed, ended, token_refused, or ""
+    end_outcome = models.CharField(max_length=16, blank=True)
+    arguments_stored = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["plan", "received_at", "id"]
+        constraints = [
+            # NULLs are distinct: batches of an older guard (no stream, no seq) never clash.
+            models.UniqueConstraint(
+                fields=["plan", "stream", "seq"], name="unique_event_batch_per_stream"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"batch {self.stream[:8]}/{self.seq}" if self.seq else "batch"
+
+
 class PlanEvent(models.Model):
     """A decision the agent's guard reported: what happened next to what was planned."""
 
     team_path: ClassVar[str] = "plan__team"
 
     plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="events")
+    batch = models.ForeignKey(
+        PlanEventBatch, on_delete=models.CASCADE, related_name="plan_events", null=True
+    )
     occurred_at = models.DateTimeField(db_index=True)
     received_at = models.DateTimeField(auto_now_add=True)
     tool = models.CharField(max_length=64)
     decision = models.CharField(max_length=32, db_index=True)
-    step = models.PositiveSmallIntegerField(null=True, blank=True)
+    step = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="index of the plan step, from 0 (people read it + 1)"
+    )
     reason = models.CharField(max_length=500, blank=True)
+    #: the policy rule that decided: its index in the policy's rules (from 0), None for the
+    #: policy default; with an empty description, the policy was not consulted
+    rule_index = models.PositiveSmallIntegerField(null=True, blank=True)
+    rule_description = models.CharField(max_length=200, blank=True)
+    policy_version = models.PositiveIntegerField(
+        null=True, blank=True, help_text="the version the token in force carried"
+    )
     args_digest = models.CharField(max_length=64, blank=True)
     args = models.JSONField(null=True, blank=True, help_text="only when the team logs arguments")
 

@@ -18,7 +18,6 @@ from django.utils import timezone
 from audit.actors import current_actor
 from guard.claims import IntentClaims
 from guard.errors import DocumentInvalid, FieldError, TokenInvalid
-from guard.events import validate_event_batch
 from guard.jwk import KeySet, public_jwk
 from guard.plan import plan_hash, validate_plan
 from guard.policy_evaluation import evaluate_plan
@@ -30,7 +29,7 @@ from policies.models import PolicyVersion
 from policies.selectors import policy_active_version
 
 from .keys import active_signer, signing_key_public
-from .models import Plan, PlanDisplayUpdate, PlanEvent, PlanToken, SigningKey
+from .models import Plan, PlanToken, SigningKey
 from .records import (
     RefusalContext,
     denial_rule,
@@ -416,48 +415,3 @@ def plans_expire(*, now: datetime | None = None) -> int:
     return Plan.objects.filter(
         status=Plan.Status.ACTIVE, expires_at__lte=now or timezone.now()
     ).update(status=Plan.Status.EXPIRED)
-
-
-@dataclass(frozen=True)
-class RecordedEvents:
-    events: int
-    display_updates: int
-    arguments_stored: bool
-
-
-def plan_events_record(*, agent: Agent, plan_id: str, batch: object) -> RecordedEvents:
-    """Store a batch of guard decisions and ACP plan updates for the agent's own plan.
-
-    The batch (the request body) is validated whole, by the guard's own declaration of it
-    (guard.events), before anything is written. Call arguments are kept only when the team
-    asks for them; otherwise only their digest is.
-    """
-    plan = plan_get_for_agent(agent=agent, plan_id=plan_id)
-    try:
-        valid = validate_event_batch(batch, steps=len(plan.document["steps"]))
-    except DocumentInvalid as exc:
-        raise DomainError("invalid_events", "The batch is not valid.", errors=exc.errors) from exc
-    keep_arguments = plan.team.log_call_arguments
-    with transaction.atomic():
-        PlanEvent.objects.bulk_create(
-            PlanEvent(
-                plan=plan,
-                occurred_at=event.occurred_at,
-                tool=event.tool,
-                decision=event.decision.value,
-                step=event.step,
-                reason=event.reason,
-                args_digest=event.args_digest,
-                args=event.args if keep_arguments else None,
-            )
-            for event in valid.events
-        )
-        PlanDisplayUpdate.objects.bulk_create(
-            PlanDisplayUpdate(plan=plan, occurred_at=update.occurred_at, message=update.message)
-            for update in valid.display_updates
-        )
-    return RecordedEvents(
-        events=len(valid.events),
-        display_updates=len(valid.display_updates),
-        arguments_stored=keep_arguments,
-    )

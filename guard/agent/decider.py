@@ -93,6 +93,7 @@ class Decider:
                 f"{verdict.reason} ({rule}, policy version {token.policy_version})",
                 matching[0],
                 verdict.rule,
+                verdict.description,
             )
         used = plan.used
         with self._lock:
@@ -109,11 +110,13 @@ class Decider:
             self._publish(plan)
         decision = plan.decision_cache.get((step, verdict.rule))
         if decision is None:
+            # People count steps from 1; `step` stays the index.
             decision = CallDecision(
                 Decision.ALLOWED,
-                f"step {step} ({tool}) of the plan; {verdict.reason}",
+                f"step {step + 1} ({tool}) of the plan; {verdict.reason}",
                 step,
                 verdict.rule,
+                verdict.description,
             )
             plan.decision_cache[(step, verdict.rule)] = decision
         return decision
@@ -133,12 +136,13 @@ class Decider:
             plan.cancel_open_steps()
         self._publish(plan)
 
-    def end(self, plan: PlanState, *, remove: bool) -> None:
+    def end(self, plan: PlanState, *, remove: bool) -> bool:
         """End `plan`: steps still running show as completed, later calls get ``no_plan``,
-        and with `remove` (ACP v2) the plan leaves the user's view."""
+        and with `remove` (ACP v2) the plan leaves the user's view. True when this call
+        ended it (False: it had ended before)."""
         with self._lock:
             if plan.ended:
-                return
+                return False
             plan.ended = True
             if plan.stopped is None:
                 plan.stopped = PLAN_ENDED
@@ -147,3 +151,4 @@ class Decider:
             self._publish(plan)
         if remove:
             self._publish(plan, removed=True)
+        return True

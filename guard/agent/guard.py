@@ -40,6 +40,8 @@ from guard.agent.errors import (
     DECLARE_AFTER_OUTPUT,
     GUARD_CLOSED,
     INVALID_PLAN,
+    PLAN_SWAPPED,
+    TOKEN_INVALID,
     CallBlocked,
     GuardError,
 )
@@ -50,10 +52,11 @@ from guard.agent.http import (
     JwksCache,
 )
 from guard.agent.refresher import Refresher
-from guard.agent.reporter import DecisionReporter, ReporterStats
+from guard.agent.reporter import DEFAULT_RETRY_MAX_DELAY, DecisionReporter, ReporterStats
 from guard.agent.session import NO_PLAN, CallDecision, PlanState
 from guard.agent.status import DeclaredPlan, GuardStatus, session_status
 from guard.agent.tools import declare_plan_result
+from guard.decisions import PlanOutcome
 from guard.errors import DocumentInvalid, FieldError
 from guard.plan import plan_hash, validate_plan
 
@@ -87,8 +90,14 @@ class Guard:
             token's lifetime, at most 120 s).
         auto_refresh: refresh in a background thread (else only `refresh` and
             `refresh_if_due` refresh, when the application calls them; a call never does).
-        report: post decisions to ``POST /v1/plans/{id}/events`` from a background thread.
+        report: post decisions to ``POST /v1/plans/{id}/events`` from a background thread,
+            exactly once while the queue holds (see guard.agent.reporter).
         report_display_updates: also attach the ACP updates sent to `acp_sink`.
+        report_queue_size: decisions and display updates that may wait for the control
+            plane (default: the ``PLANGATE_GUARD_QUEUE_SIZE`` environment variable, else
+            10,000); beyond it new decisions are dropped, counted, and reported as lost.
+        report_retry_max_delay: the longest back-off between two attempts to deliver a batch
+            while the control plane is unreachable (seconds).
     """
 
     def __init__(
@@ -111,7 +120,8 @@ class Guard:
         report_display_updates: bool = True,
         report_interval: float = 1.0,
         report_batch_size: int = 200,
-        report_queue_size: int = 10_000,
+        report_queue_size: int | None = None,
+        report_retry_max_delay: float = DEFAULT_RETRY_MAX_DELAY,
         jwks_min_refetch_interval: float = 30.0,
         clock_skew: int = 60,
     ) -> None:
@@ -143,6 +153,7 @@ class Guard:
                 max_queue=report_queue_size,
                 batch_size=report_batch_size,
                 interval=report_interval,
+                retry_max_delay=report_retry_max_delay,
             )
             if report
             else None
@@ -217,7 +228,11 @@ class Guard:
             except ControlPlaneUnavailable as error:
                 raise GuardError(CONTROL_PLANE_UNAVAILABLE, str(error)) from error
             document_hash = plan_hash(document)
-            plan_id, token = self._accept(body, document, document_hash)
+            try:
+                plan_id, token = self._accept(body, document, document_hash)
+            except GuardError as error:
+                self._report_unaccepted(body, error)
+                raise
             state = PlanState(
                 plan_id, document, document_hash, token, bool(body.get("reportArguments"))
             )
@@ -226,7 +241,7 @@ class Guard:
                 self._refuse_after_output()
                 previous, self._plan = self._plan, state
             if previous is not None:
-                self._decider.end(previous, remove=self._display.plan_updates)
+                self._end(previous)
             self._display.publish(state)
             if self._auto_refresh:
                 self._refresher.start()
@@ -239,6 +254,19 @@ class Guard:
             expires_at=token.expires_at,
             policy=policy if isinstance(policy, dict) else {},
             report_arguments=state.report_arguments,
+        )
+
+    def _report_unaccepted(self, body: Mapping[str, Any], error: GuardError) -> None:
+        """Tell the control plane that the plan it issued will not run here: the token was
+        refused (``token_refused``), or its keys could not be fetched to check it."""
+        plan_id = body.get("id")
+        if self._reporter is None or not isinstance(plan_id, str) or not plan_id:
+            return
+        refused = error.code in (TOKEN_INVALID, PLAN_SWAPPED)
+        self._reporter.end(
+            plan_id,
+            PlanOutcome.TOKEN_REFUSED if refused else PlanOutcome.ENDED,
+            f"{error.code}: {error.message}",
         )
 
     def _refuse_after_output(self) -> None:
@@ -280,11 +308,10 @@ class Guard:
                 plan.id,
                 now,
                 tool,
-                decision.code.value,
-                decision.step,
-                "" if decision.allowed else decision.reason,
+                decision,
                 dict(args) if type(args) is dict else args,
                 plan.report_arguments,
+                plan.token.policy_version,
             )
         return decision
 
@@ -378,7 +405,17 @@ class Guard:
         with self._lock:
             plan, self._plan = self._plan, None
         if plan is not None:
-            self._decider.end(plan, remove=self._display.plan_updates)
+            self._end(plan)
+
+    def _end(self, plan: PlanState) -> None:
+        """End `plan` for the user and report how it ended: ``completed`` when every
+        required step ran, else ``ended``."""
+        if not self._decider.end(plan, remove=self._display.plan_updates):
+            return
+        if self._reporter is not None:
+            with self._lock:
+                outcome = plan.outcome()
+            self._reporter.end(plan.id, outcome)
 
     def new_session(self, session_id: str | None = None) -> None:
         """End the plan and start a new session in which a plan may be declared again.
@@ -392,7 +429,9 @@ class Guard:
             self.session_id = session_id or f"plangate-{uuid.uuid4().hex}"
 
     def close(self, timeout: float | None = 10.0) -> None:
-        """End the plan, flush the decision log and stop the background threads."""
+        """End the plan, flush the decision log and stop the background threads. Waits
+        about `timeout` seconds at most for the control plane to take the last batches
+        (what it could not take is counted as dropped in `reporter_stats`)."""
         if self._closed:
             return
         self.end_plan()

@@ -138,9 +138,11 @@ class ControlPlaneClient:
         except httpx.HTTPError as error:
             raise ControlPlaneUnavailable(f"{method} {path}: {error}") from error
 
-    def _json(self, method: str, path: str, body: object, expected: int) -> dict[str, Any]:
+    def _json(
+        self, method: str, path: str, body: object, expected: int | tuple[int, ...]
+    ) -> dict[str, Any]:
         response = self._request(method, path, body)
-        if response.status_code != expected:
+        if response.status_code not in (expected if isinstance(expected, tuple) else (expected,)):
             raise _problem(response)
         try:
             data = response.json()
@@ -165,8 +167,9 @@ class ControlPlaneClient:
         return self._json("POST", f"/v1/plans/{plan_id}/refresh", body, 200)
 
     def post_events(self, plan_id: str, batch: Mapping[str, Any]) -> dict[str, Any]:
-        """POST /v1/plans/{id}/events: ``{events, displayUpdates, argumentsStored}``."""
-        return self._json("POST", f"/v1/plans/{plan_id}/events", batch, 202)
+        """POST /v1/plans/{id}/events: ``{events, displayUpdates, argumentsStored,
+        duplicate}`` (202 stored, 200 a batch stored before)."""
+        return self._json("POST", f"/v1/plans/{plan_id}/events", batch, (202, 200))
 
     def jwks(self, etag: str | None = None) -> tuple[dict[str, Any] | None, str | None, float]:
         """GET /v1/keys/jwks: ``(document or None when 304, etag, max_age seconds)``."""

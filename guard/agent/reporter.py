@@ -4,32 +4,79 @@
 no hashing, no serialisation, no network, no lock on the common path. The reporter thread
 formats each event (the RFC 8785 digest of the arguments included), groups them by plan and
 posts ``POST /v1/plans/{id}/events``, built with guard.events, whose validator the control
-plane applies. When the queue is full, or a batch cannot be delivered (control plane
-unreachable, refused), the events are dropped and counted: the log must never slow down or
-stop an agent.
+plane applies.
+
+Delivery is exactly once while the queue holds:
+
+* every batch carries the reporter's random `stream` id and its sequence number for the
+  plan (1, 2, 3...); the control plane stores each (plan, stream, seq) once, so sending a
+  batch again after a lost answer stores nothing twice;
+* while the control plane is unreachable or answers 5xx or 429, the same batch is sent
+  again with capped exponential back-off and jitter (``Retry-After`` honoured), and the
+  batches after it wait, in order, in the bounded queue;
+* when the queue is full, new decisions are dropped and counted per plan; the count goes
+  with the plan's next batch that gets through (``lost``), so the control plane can say
+  "N decisions were not delivered";
+* a refusal that sending again cannot change (400, 401, 403, 404, 413...) drops that batch
+  with a log line; its decisions count as lost too.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import random
 import threading
+import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
 
 from guard.canonical import canonical_json
-from guard.decisions import MAX_DISPLAY_UPDATES_PER_BATCH, MAX_EVENTS_PER_BATCH
-from guard.events import display_update_json, event_batch_json, guard_event_json
+from guard.decisions import MAX_DISPLAY_UPDATES_PER_BATCH, MAX_EVENTS_PER_BATCH, PlanOutcome
+from guard.events import display_update_json, event_batch_json, guard_event_json, plan_end_json
 
-__all__ = ["DecisionReporter", "ReporterStats", "args_digest"]
+if TYPE_CHECKING:
+    from guard.agent.session import CallDecision
+
+__all__ = [
+    "DEFAULT_QUEUE_SIZE",
+    "QUEUE_SIZE_ENV",
+    "DecisionReporter",
+    "ReporterStats",
+    "args_digest",
+    "queue_size_from_env",
+]
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_QUEUE_SIZE: Final = 10_000
+QUEUE_SIZE_ENV: Final = "PLANGATE_GUARD_QUEUE_SIZE"
+DEFAULT_RETRY_INITIAL_DELAY: Final = 0.5
+DEFAULT_RETRY_MAX_DELAY: Final = 10.0
+# A Retry-After longer than this is not waited out in full: the queue keeps filling.
+MAX_RETRY_AFTER: Final = 300.0
 
 _EVENT: Final = 0
 _DISPLAY: Final = 1
+_END: Final = 2
+
+
+def queue_size_from_env(default: int = DEFAULT_QUEUE_SIZE) -> int:
+    """PLANGATE_GUARD_QUEUE_SIZE when set to a positive integer, else `default`."""
+    value = os.environ.get(QUEUE_SIZE_ENV, "").strip()
+    if not value:
+        return default
+    try:
+        size = int(value)
+    except ValueError:
+        raise ValueError(f"{QUEUE_SIZE_ENV} must be a positive integer, not {value!r}") from None
+    if size < 1:
+        raise ValueError(f"{QUEUE_SIZE_ENV} must be a positive integer, not {value!r}")
+    return size
 
 
 def canonical_args(args: object) -> bytes | None:
@@ -49,44 +96,92 @@ def args_digest(args: object) -> str | None:
 
 @dataclass(frozen=True)
 class ReporterStats:
-    """Counters since the reporter started. `dropped` counts events and display updates
-    that will never reach the control plane (queue full, unreachable, refused)."""
+    """Counters since the reporter started.
+
+    `sent`: events and display updates the control plane acknowledged; `dropped`: those
+    that will never reach it (queue full, refused for good, left when the reporter
+    closed); `lost_reported`: decisions reported as lost in delivered batches; `retries`:
+    batches sent again after a failure; `duplicates`: batches the control plane already
+    had (their answer was lost)."""
 
     sent: int
     dropped: int
     queued: int
     failed_batches: int
+    retries: int = 0
+    duplicates: int = 0
+    lost_reported: int = 0
+
+
+@dataclass
+class _Batch:
+    plan_id: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+    displays: list[dict[str, Any]] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+    seq: int = 0
+    lost: int = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.events) + len(self.displays)
+
+
+class _Refused(Exception):
+    """A refusal that sending the same batch again cannot change."""
 
 
 class DecisionReporter:
     """Batches decisions and ACP display updates to the events endpoint, off the call path.
 
-    `post(plan_id, batch)` delivers one batch (raising on failure); the guard passes its
-    control plane client's `post_events`.
+    `post(plan_id, batch)` delivers one batch, returning the control plane's answer or
+    raising (the guard passes its control plane client's `post_events`): an exception with
+    a ``transient`` attribute that is false (a ``ControlPlaneError`` for a 4xx other than
+    429) is a refusal for good; any other exception is retried.
+
+    `max_queue` bounds the decisions and display updates waiting (default
+    PLANGATE_GUARD_QUEUE_SIZE, else 10,000); `stream` is the stream id (default: a random
+    uuid4, one per reporter).
     """
 
     def __init__(
         self,
         post: Callable[[str, Mapping[str, Any]], object],
         *,
-        max_queue: int = 10_000,
+        max_queue: int | None = None,
         batch_size: int = 200,
         interval: float = 1.0,
+        retry_initial_delay: float = DEFAULT_RETRY_INITIAL_DELAY,
+        retry_max_delay: float = DEFAULT_RETRY_MAX_DELAY,
+        stream: str | None = None,
     ) -> None:
         if not 1 <= batch_size <= MAX_EVENTS_PER_BATCH:
             raise ValueError(f"batch_size must be between 1 and {MAX_EVENTS_PER_BATCH}")
+        max_queue = queue_size_from_env() if max_queue is None else max_queue
+        if max_queue < 1:
+            raise ValueError("max_queue must be at least 1")
         self._post = post
         self._max_queue = max_queue
         self._batch_size = batch_size
         self._interval = interval
+        self._retry_initial_delay = retry_initial_delay
+        self._retry_max_delay = max(retry_max_delay, retry_initial_delay)
+        self.stream = stream or uuid.uuid4().hex
         self._queue: deque[tuple[Any, ...]] = deque()
-        self._wake = threading.Event()
+        self._pending: deque[_Batch] = deque()  # built, not yet delivered, in order
+        self._wake = threading.Event()  # a batch is ready, or flush/close asks
+        self._retry_now = threading.Event()  # cuts a back-off short (flush, close)
         self._idle = threading.Condition()
         self._in_flight = False
         self._counts_lock = threading.Lock()
         self._sent = 0
         self._dropped = 0
         self._failed_batches = 0
+        self._retries = 0
+        self._duplicates = 0
+        self._lost_reported = 0
+        self._lost: dict[str, int] = {}  # plan id -> decisions lost, not yet reported
+        self._sequences: dict[str, int] = {}  # plan id -> last seq used in this stream
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -98,32 +193,48 @@ class DecisionReporter:
         plan_id: str,
         at: float,
         tool: object,
-        code: str,
-        step: int | None,
-        reason: str,
+        decision: CallDecision,
         args: object,
         include_args: bool,
+        policy_version: int | None = None,
     ) -> None:
         """Queue one decision. Safe from any thread; O(1); never blocks on I/O."""
-        self._enqueue((_EVENT, plan_id, at, tool, code, step, reason, args, include_args))
-
-    def display(self, plan_id: str, at: float, message: Mapping[str, Any]) -> None:
-        """Queue one ACP message shown to the user (``session/update`` params)."""
-        self._enqueue((_DISPLAY, plan_id, at, message))
-
-    def _enqueue(self, item: tuple[Any, ...]) -> None:
         queue = self._queue
         if len(queue) >= self._max_queue or self._stopping:
-            with self._counts_lock:
-                self._dropped += 1
+            self._lose(plan_id)
             return
-        queue.append(item)
+        queue.append((_EVENT, plan_id, at, tool, decision, args, include_args, policy_version))
         if self._thread is None:
             self._start()
         if len(queue) == self._batch_size:
             # Once per batch: a busy reporter drains the whole queue before it sleeps again,
             # and setting an Event on every call would cost the caller a lock.
             self._wake.set()
+
+    def display(self, plan_id: str, at: float, message: Mapping[str, Any]) -> None:
+        """Queue one ACP message shown to the user (``session/update`` params)."""
+        if len(self._queue) >= self._max_queue or self._stopping:
+            with self._counts_lock:
+                self._dropped += 1
+            return
+        self._queue.append((_DISPLAY, plan_id, at, message))
+        if self._thread is None:
+            self._start()
+
+    def end(self, plan_id: str, outcome: PlanOutcome, reason: str = "") -> None:
+        """Queue the end of a plan, delivered after its decisions. Never dropped for a full
+        queue (one per plan): it also carries the count of decisions lost at the end."""
+        if self._stopping:
+            return
+        self._queue.append((_END, plan_id, plan_end_json(outcome=outcome, reason=reason)))
+        if self._thread is None:
+            self._start()
+        self._wake.set()
+
+    def _lose(self, plan_id: str, count: int = 1) -> None:
+        with self._counts_lock:
+            self._dropped += count
+            self._lost[plan_id] = self._lost.get(plan_id, 0) + count
 
     # --- the reporter thread ----------------------------------------------------------
 
@@ -140,104 +251,248 @@ class DecisionReporter:
             self._wake.wait(self._interval)
             self._wake.clear()
             stopping = self._stopping
-            while self._queue:
-                self._send_some()
+            try:
+                self._deliver_all()
+            except Exception:  # pragma: no cover - keep the decision log alive
+                logger.exception("plangate guard: the decision log failed unexpectedly")
             with self._idle:
+                self._in_flight = False
                 self._idle.notify_all()
             if stopping:
+                self._abandon()
                 return
+
+    def _deliver_all(self) -> None:
+        """Deliver every batch built, then build more, until the queue and the lost counts
+        are empty. Returns early, with batches left, only once the reporter is stopping."""
+        while True:
+            if not self._pending:
+                with self._idle:
+                    self._in_flight = True
+                    self._pending.extend(self._build(self._take()))
+                    if not self._pending:
+                        self._pending.extend(self._lost_only())
+                    if not self._pending:
+                        return
+            while self._pending:
+                outcome = self._deliver(self._pending[0])
+                if outcome is None:
+                    return  # stopping, and the control plane does not answer
+                with self._idle:
+                    self._pending.popleft()
+                    self._pending.extendleft(reversed(outcome))
 
     def _take(self) -> list[tuple[Any, ...]]:
         items = []
         events = displays = 0
         queue = self._queue
         while queue:
-            item = queue[0]
-            if item[0] == _EVENT:
+            kind = queue[0][0]
+            if kind == _EVENT:
                 if events >= self._batch_size:
                     break
                 events += 1
-            else:
+            elif kind == _DISPLAY:
                 if displays >= MAX_DISPLAY_UPDATES_PER_BATCH:
                     break
                 displays += 1
             items.append(queue.popleft())
         return items
 
-    def _send_some(self) -> None:
-        with self._idle:
-            self._in_flight = True
-            items = self._take()
-        try:
-            self._send(items)
-        finally:
-            with self._idle:
-                self._in_flight = False
-                self._idle.notify_all()
-
-    def _send(self, items: list[tuple[Any, ...]]) -> None:
-        # plan id -> (events, display updates), in the order they were recorded
-        batches: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    def _build(self, items: list[tuple[Any, ...]]) -> list[_Batch]:
+        """One batch per plan, in the order the plans first appear; numbered, and carrying
+        the decisions lost so far."""
+        batches: dict[str, _Batch] = {}
         for item in items:
-            events, displays = batches.setdefault(item[1], ([], []))
-            if item[0] == _EVENT:
-                events.append(self._event(item))
+            plan_id = item[1]
+            batch = batches.get(plan_id)
+            if batch is None:
+                batch = batches[plan_id] = _Batch(plan_id)
+            kind = item[0]
+            if kind == _EVENT:
+                batch.events.append(self._event(item))
+            elif kind == _DISPLAY:
+                batch.displays.append(display_update_json(at=item[2], message=item[3]))
             else:
-                displays.append(display_update_json(at=item[2], message=item[3]))
-        for plan_id, (events, displays) in batches.items():
-            body = event_batch_json(events=events, display_updates=displays)
-            count = len(events) + len(displays)
-            try:
-                self._post(plan_id, body)
-            except Exception as error:
-                logger.warning(
-                    "plangate guard: dropped %d decision(s) for plan %s: %s", count, plan_id, error
-                )
-                with self._counts_lock:
-                    self._dropped += count
-                    self._failed_batches += 1
-            else:
-                with self._counts_lock:
-                    self._sent += count
+                batch.end = item[2]
+        for batch in batches.values():
+            self._number(batch)
+        return list(batches.values())
+
+    def _lost_only(self) -> list[_Batch]:
+        """Batches telling the control plane about decisions lost after the last batch of
+        their plan was built."""
+        with self._counts_lock:
+            plans = [plan_id for plan_id, lost in self._lost.items() if lost]
+        batches = [_Batch(plan_id) for plan_id in plans]
+        for batch in batches:
+            self._number(batch)
+        return batches
+
+    def _number(self, batch: _Batch) -> None:
+        with self._counts_lock:
+            batch.lost = self._lost.pop(batch.plan_id, 0)
+        batch.seq = self._sequences.get(batch.plan_id, 0) + 1
+        self._sequences[batch.plan_id] = batch.seq
 
     @staticmethod
     def _event(item: tuple[Any, ...]) -> dict[str, Any]:
-        _, _, at, tool, code, step, reason, args, include_args = item
+        _, _, at, tool, decision, args, include_args, policy_version = item
         return guard_event_json(
             at=at,
             tool=tool,
-            decision=code,
-            step=step,
-            reason=reason,
+            decision=decision.code.value,
+            step=decision.step,
+            # An allowed call's reason is its step and rule, which the event carries.
+            reason="" if decision.allowed else decision.reason,
             args_digest=args_digest(args),
             args=args if include_args and isinstance(args, dict) else None,
+            rule_index=decision.rule,
+            rule_description=decision.rule_description,
+            policy_version=policy_version,
         )
+
+    def _split(self, batch: _Batch) -> list[_Batch]:
+        """Two halves of a batch the control plane found too large, numbered in order: the
+        first keeps the batch's number and lost count, the second takes the next number
+        (nothing of the plan was built since, so the order holds) and the end."""
+        events, displays = len(batch.events) // 2, len(batch.displays) // 2
+        first = _Batch(batch.plan_id, batch.events[:events], batch.displays[:displays])
+        second = _Batch(
+            batch.plan_id, batch.events[events:], batch.displays[displays:], end=batch.end
+        )
+        first.seq, first.lost = batch.seq, batch.lost
+        second.seq = self._sequences[batch.plan_id] + 1
+        self._sequences[batch.plan_id] = second.seq
+        return [first, second]
+
+    def _deliver(self, batch: _Batch) -> list[_Batch] | None:
+        """Send `batch` until the control plane acknowledges or refuses it for good, backing
+        off between attempts. Returns the batches to send in its place (none, or its halves
+        when it was too large), or None when the reporter stops meanwhile."""
+        attempt = 0
+        while True:
+            body = event_batch_json(
+                events=batch.events,
+                display_updates=batch.displays,
+                stream=self.stream,
+                seq=batch.seq,
+                lost=batch.lost,
+                end=batch.end,
+            )
+            try:
+                answer = self._post(batch.plan_id, body)
+            except Exception as error:
+                if getattr(error, "transient", True) is False:
+                    if getattr(error, "status", None) == 413 and batch.size > 1:
+                        return self._split(batch)
+                    self._refused(batch, error)
+                    return []
+                if self._stopping:
+                    return None
+                attempt += 1
+                with self._counts_lock:
+                    self._retries += 1
+                delay = self._backoff(attempt, getattr(error, "retry_after", None))
+                if attempt == 1:
+                    logger.warning(
+                        "plangate guard: the decision log could not be delivered (%s);"
+                        " retrying with back-off",
+                        error,
+                    )
+                self._retry_now.wait(delay)
+                self._retry_now.clear()
+                continue
+            with self._counts_lock:
+                self._sent += batch.size
+                self._lost_reported += batch.lost
+                if isinstance(answer, Mapping) and answer.get("duplicate") is True:
+                    self._duplicates += 1
+            return []
+
+    def _backoff(self, attempt: int, retry_after: object) -> float:
+        """Exponential from the initial delay, capped, with jitter (half to all of it) so
+        that guards do not come back in step; at least a Retry-After (itself capped)."""
+        ceiling = min(self._retry_max_delay, self._retry_initial_delay * 2 ** min(attempt, 30))
+        delay = random.uniform(ceiling / 2, ceiling)
+        if isinstance(retry_after, int | float):
+            delay = max(delay, min(float(retry_after), MAX_RETRY_AFTER))
+        return delay
+
+    def _refused(self, batch: _Batch, error: Exception) -> None:
+        status = getattr(error, "status", None)
+        logger.warning(
+            "plangate guard: the control plane refused %d decision(s) for plan %s"
+            " (batch %s/%d), dropped: %s",
+            batch.size,
+            batch.plan_id,
+            self.stream,
+            batch.seq,
+            error,
+        )
+        with self._counts_lock:
+            self._failed_batches += 1
+            self._dropped += batch.size
+            # Reported with the plan's next batch, unless nothing for this plan can get
+            # through (no such plan for this key, a revoked key, a disabled agent) or it was
+            # itself only a report of losses.
+            if status not in (401, 403, 404) and (batch.events or batch.end):
+                lost = len(batch.events) + batch.lost
+                self._lost[batch.plan_id] = self._lost.get(batch.plan_id, 0) + lost
+
+    def _abandon(self) -> None:
+        """The reporter stops with batches undelivered: count them, say so."""
+        with self._idle:
+            left = sum(batch.size for batch in self._pending)
+            left += sum(1 for item in self._queue if item[0] != _END)
+            self._pending.clear()
+            self._queue.clear()
+            self._idle.notify_all()
+        if left:
+            with self._counts_lock:
+                self._dropped += left
+            logger.warning(
+                "plangate guard: closed with %d decision(s) and display update(s) undelivered",
+                left,
+            )
 
     # --- control ----------------------------------------------------------------------
 
+    def _drained(self) -> bool:
+        return not self._queue and not self._pending and not self._in_flight
+
     def flush(self, timeout: float | None = 10.0) -> bool:
-        """Send everything queued; True when the queue drained (sent or dropped) within
-        `timeout` seconds. Blocks the caller: call it at the end of a session, not per call."""
+        """Send everything queued now (cutting a back-off short); True when it was all
+        delivered or refused within `timeout` seconds. Blocks the caller: call it at the
+        end of a session, not per call."""
         if self._thread is None:
             return not self._queue
         self._wake.set()
+        self._retry_now.set()
         with self._idle:
-            return self._idle.wait_for(lambda: not self._queue and not self._in_flight, timeout)
+            return self._idle.wait_for(self._drained, timeout)
 
     def close(self, timeout: float | None = 10.0) -> None:
-        """Flush, then stop the thread. Later records are dropped (and counted)."""
+        """Flush for at most `timeout` seconds, then stop the thread, counting what could
+        not be delivered as dropped. Later records are dropped (and counted)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         self.flush(timeout)
         self._stopping = True
         self._wake.set()
+        self._retry_now.set()
         thread = self._thread
         if thread is not None:
-            thread.join(timeout)
+            remaining = None if deadline is None else max(0.1, deadline - time.monotonic())
+            thread.join(remaining)
 
     def stats(self) -> ReporterStats:
         with self._counts_lock:
             return ReporterStats(
                 sent=self._sent,
                 dropped=self._dropped,
-                queued=len(self._queue),
+                queued=len(self._queue) + sum(batch.size for batch in self._pending),
                 failed_batches=self._failed_batches,
+                retries=self._retries,
+                duplicates=self._duplicates,
+                lost_reported=self._lost_reported,
             )

@@ -17,7 +17,7 @@ from typing import Any, Final
 from guard.agent import acp
 from guard.agent.answer import VerifiedToken
 from guard.constraints import compile_constraint
-from guard.decisions import Decision
+from guard.decisions import Decision, PlanOutcome
 from guard.plan import CompiledPlan
 
 __all__ = ["CallDecision", "PlanState"]
@@ -28,25 +28,35 @@ Explainer = tuple[tuple[str, Callable[[Any], bool], str], ...]
 
 class CallDecision:
     """The guard's verdict on one call: a stable `code`, the `step` the call counts against
-    (or, when blocked for budget or policy, the step it matched), the policy `rule` that
-    decided (None for the default or when the policy was not consulted), and a `reason`
-    for people and logs. Immutable; shared between calls where possible."""
+    (or, when blocked for budget or policy, the step it matched; an index from 0), the
+    policy `rule` that decided (its index in the policy's rules; None for the default or
+    when the policy was not consulted), `rule_description` naming that rule or the default
+    for the decision log (None when the policy was not consulted), and a `reason` for
+    people and logs (which counts steps from 1). Immutable; shared between calls where
+    possible."""
 
-    __slots__ = ("allowed", "code", "reason", "rule", "step")
+    __slots__ = ("allowed", "code", "reason", "rule", "rule_description", "step")
 
     allowed: bool
     code: Decision
     reason: str
     step: int | None
     rule: int | None
+    rule_description: str | None
 
     def __init__(
-        self, code: Decision, reason: str, step: int | None = None, rule: int | None = None
+        self,
+        code: Decision,
+        reason: str,
+        step: int | None = None,
+        rule: int | None = None,
+        rule_description: str | None = None,
     ) -> None:
         object.__setattr__(self, "code", code)
         object.__setattr__(self, "reason", reason)
         object.__setattr__(self, "step", step)
         object.__setattr__(self, "rule", rule)
+        object.__setattr__(self, "rule_description", rule_description)
         object.__setattr__(self, "allowed", code is Decision.ALLOWED)
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -154,7 +164,7 @@ class PlanState:
                 for name, matches, detail in self.explainer(index)
                 if name not in args or not matches(args[name])
             ]
-            reasons.append(f"step {index}: {'; '.join(failures) or 'arguments do not match'}")
+            reasons.append(f"step {index + 1}: {'; '.join(failures) or 'arguments do not match'}")
         return CallDecision(
             Decision.NOT_IN_PLAN,
             f"the arguments match no step for {tool} ({' / '.join(reasons)})",
@@ -176,7 +186,7 @@ class PlanState:
         return explainer
 
     def spent(self, matching: list[int]) -> CallDecision:
-        steps = ", ".join(f"{index} ({self.used[index]} calls)" for index in matching)
+        steps = ", ".join(f"{index + 1} ({self.used[index]} calls)" for index in matching)
         return CallDecision(
             Decision.MAX_CALLS_EXCEEDED,
             f"every matching step has used its maxCalls: step {steps}",
@@ -211,6 +221,16 @@ class PlanState:
         for index, status in enumerate(self.statuses):
             if status != acp.COMPLETED:
                 self.statuses[index] = acp.CANCELLED
+
+    def outcome(self) -> PlanOutcome:
+        """How the plan ended: ``completed`` when every required step completed."""
+        steps = self.document["steps"]
+        done = all(
+            status == acp.COMPLETED
+            for step, status in zip(steps, self.statuses, strict=True)
+            if step.get("required")
+        )
+        return PlanOutcome.COMPLETED if done else PlanOutcome.ENDED
 
     def complete_running_steps(self) -> bool:
         changed = False

@@ -38,7 +38,7 @@ def test_declare_returns_the_signed_plan_and_a_planned_call_is_allowed(make_guar
     assert decision.allowed and decision.code == Decision.ALLOWED
     assert decision.step == 0
     assert decision.rule == 0
-    assert "step 0" in decision.reason
+    assert "step 1 (github_list_issues)" in decision.reason  # people count from 1
 
 
 def test_before_any_declaration_every_call_is_no_plan(make_guard):

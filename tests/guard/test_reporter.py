@@ -1,5 +1,7 @@
-"""The decision log: batches reach the real events endpoint, off the call path; an
-unreachable or refusing control plane costs dropped (and counted) events, never a call."""
+"""The decision log: batches reach the real events endpoint, off the call path, each stored
+once; an unreachable control plane is retried in order, and a refusal for good costs
+counted (and reported) decisions, never a call. The queue's bound and the loss it causes
+are in test_reporter_delivery."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 
 from guard.agent.http import ControlPlaneClient, ControlPlaneError
 from guard.agent.reporter import DecisionReporter, args_digest, canonical_args
+from guard.agent.session import CallDecision
 from guard.decisions import (
     MAX_EVENT_REASON_LENGTH,
     MAX_EVENT_TOOL_LENGTH,
@@ -23,7 +26,7 @@ from guard.decisions import (
 from guard.errors import DocumentInvalid
 from guard.events import validate_event_batch
 from kernel.problems import Code
-from plans.models import PlanDisplayUpdate, PlanEvent
+from plans.models import PlanDisplayUpdate, PlanEvent, PlanEventBatch
 from tests.conftest import plan_document
 
 REPO = {"repo": "acme/public-app"}
@@ -37,6 +40,20 @@ PLAN = plan_document(
 
 def digest(args: dict[str, Any]) -> str:
     return hashlib.sha256(rfc8785.dumps(args)).hexdigest()
+
+
+def decided(
+    code: Decision = Decision.ALLOWED,
+    step: int | None = 0,
+    reason: str = "",
+    rule: int | None = None,
+    rule_description: str | None = None,
+) -> CallDecision:
+    return CallDecision(code, reason, step, rule, rule_description)
+
+
+ALLOWED = decided()
+NOT_IN_PLAN = decided(Decision.NOT_IN_PLAN, None, "no step of the plan calls t")
 
 
 def test_decisions_and_display_updates_arrive_at_the_events_endpoint(live_guard):
@@ -68,6 +85,11 @@ def test_decisions_and_display_updates_arrive_at_the_events_endpoint(live_guard)
     assert events[3].args_digest == digest({"to": "x@evil.example"})
     assert events[4].args_digest == ""  # arguments that are not JSON have no digest
     assert events[0].reason == ""
+    # The rule that decided, and the version of the policy snapshot that decided.
+    assert (events[0].rule_index, events[0].rule_description) == (0, "allow github_* (rules[0])")
+    assert events[2].rule_description == "the policy default (deny)"
+    assert (events[3].rule_index, events[3].rule_description) == (None, "")  # not consulted
+    assert {event.policy_version for event in events} == {declared.policy["version"]}
     assert "no step of the plan calls send_email" in events[3].reason
     assert all(event.args is None for event in events)  # the team keeps digests only
     stored = list(
@@ -79,6 +101,9 @@ def test_decisions_and_display_updates_arrive_at_the_events_endpoint(live_guard)
     assert stored[-1]["update"]["sessionUpdate"] == "plan_removed"
     stats = guard.reporter_stats()
     assert (stats.sent, stats.dropped, stats.queued) == (len(events) + len(stored), 0, 0)
+    batches = list(PlanEventBatch.objects.filter(plan_id=declared.plan_id).order_by("id"))
+    assert [batch.seq for batch in batches] == list(range(1, len(batches) + 1))
+    assert batches[-1].end_outcome == "completed"  # the plan has no required step
 
 
 def test_arguments_themselves_are_reported_when_the_team_asks(live_guard, team):
@@ -97,22 +122,6 @@ def test_arguments_themselves_are_reported_when_the_team_asks(live_guard, team):
     ) == [({"repo": "acme/app", "number": 7},), (None,)]
 
 
-def test_an_unreachable_events_endpoint_drops_and_counts_without_blocking(make_guard, switchboard):
-    switchboard.fail_paths = ("/events",)
-    guard = make_guard(report=True, report_interval=0.01, report_batch_size=50)
-    guard.declare(plan_document(steps=[{"tool": "github_get_issue", "maxCalls": 1000}]))
-
-    decisions = [guard.check("github_get_issue", {"repo": "acme/app", "n": n}) for n in range(120)]
-    drained = guard.flush()
-
-    assert all(decision.allowed for decision in decisions)
-    assert drained
-    stats = guard.reporter_stats()
-    assert (stats.sent, stats.dropped, stats.queued) == (0, 120, 0)
-    assert stats.failed_batches >= 3  # batches of at most 50
-    assert PlanEvent.objects.count() == 0
-
-
 def test_recording_never_waits_for_a_hanging_control_plane():
     release = threading.Event()
     posting = threading.Event()
@@ -122,13 +131,12 @@ def test_recording_never_waits_for_a_hanging_control_plane():
         release.wait()
 
     reporter = DecisionReporter(hanging_post, max_queue=100, batch_size=10, interval=0.01)
-    reporter.record("p", 0.0, "t", Decision.ALLOWED, 0, "", {}, False)
+    reporter.record("p", 0.0, "t", ALLOWED, {}, False)
     assert posting.wait(30)  # the reporter thread is now stuck in the network
 
     recorder = threading.Thread(
         target=lambda: [
-            reporter.record("p", 0.0, "t", Decision.ALLOWED, 0, "", {"n": n}, False)
-            for n in range(5000)
+            reporter.record("p", 0.0, "t", ALLOWED, {"n": n}, False) for n in range(5000)
         ]
     )
     recorder.start()
@@ -140,7 +148,7 @@ def test_recording_never_waits_for_a_hanging_control_plane():
     after = reporter.stats()
 
     assert finished_while_hanging
-    assert during.queued == 100
+    assert during.queued == 1 + 100  # the batch in flight, and the full queue
     assert during.dropped == 5001 - 1 - 100
     assert after.sent + after.dropped == 5001
     assert after.queued == 0
@@ -152,9 +160,7 @@ def test_batches_respect_the_endpoints_limits_and_group_by_plan():
         lambda plan_id, batch: batches.append((plan_id, batch)), batch_size=500, interval=60
     )
     for n in range(1200):
-        reporter.record(
-            "p1" if n % 3 else "p2", 1_800_000_000.5, "t", Decision.ALLOWED, 0, "", {}, False
-        )
+        reporter.record("p1" if n % 3 else "p2", 1_800_000_000.5, "t", ALLOWED, {}, False)
     for n in range(120):
         reporter.display("p1", 1_800_000_000.0, {"sessionId": "s", "update": {"n": n}})
 
@@ -165,6 +171,10 @@ def test_batches_respect_the_endpoints_limits_and_group_by_plan():
     assert all(len(batch.get("displayUpdates", [])) <= 50 for _, batch in batches)
     assert sum(len(b.get("events", [])) for plan, b in batches if plan == "p2") == 400
     assert sum(len(b.get("displayUpdates", [])) for _, b in batches) == 120
+    assert {batch["stream"] for _, batch in batches} == {reporter.stream}
+    for plan in ("p1", "p2"):  # numbered per plan, from 1
+        numbers = [batch["seq"] for to, batch in batches if to == plan]
+        assert numbers == list(range(1, len(numbers) + 1))
     event = batches[0][1]["events"][0]
     assert event == {
         "at": "2027-01-15T08:00:00.500000Z",
@@ -196,9 +206,7 @@ def test_another_agents_plan_is_not_found_and_nothing_is_stored(
     except ControlPlaneError as error:
         refused = error
     for _ in range(3):
-        reporter.record(
-            declared.plan_id, 0.0, "t", Decision.NOT_IN_PLAN.value, None, "x", {}, False
-        )
+        reporter.record(declared.plan_id, 0.0, "t", NOT_IN_PLAN, {}, False)
     reporter.close()
     intruder.close()
 
@@ -312,9 +320,9 @@ def test_every_batch_the_reporter_posts_passes_the_servers_validator(calls, disp
     for tool, decision, step, reason, args, include_args in calls:
         # A decision that names no step (not_in_plan, no_plan, ...) reports none.
         named = step if decision in {Decision.ALLOWED, Decision.POLICY_DENIED} else None
-        reporter.record(
-            "p", 1_800_000_000.25, tool, decision.value, named, reason, args, include_args
-        )
+        rule = named if decision == Decision.ALLOWED else None
+        outcome = decided(decision, named, reason, rule, reason or None)
+        reporter.record("p", 1_800_000_000.25, tool, outcome, args, include_args, 3)
     for n in range(displays):
         reporter.display("p", 1_800_000_000.0, {"sessionId": "s", "update": {"n": n}})
     assert reporter.flush()
@@ -340,7 +348,7 @@ def test_a_full_batch_of_the_reporter_is_within_the_servers_limit():
         lambda plan_id, batch: batches.append(batch), batch_size=MAX_EVENTS_PER_BATCH, interval=60
     )
     for _ in range(MAX_EVENTS_PER_BATCH + 1):
-        reporter.record("p", 0.0, "t", Decision.NOT_IN_PLAN, None, "", {}, False)
+        reporter.record("p", 0.0, "t", NOT_IN_PLAN, {}, False)
     assert reporter.flush()
     reporter.close()
 

@@ -62,7 +62,13 @@ def test_batch_of_decisions_and_display_updates_is_stored(agent):
     )
 
     assert response.status_code == 202, response.content
-    assert response.json() == {"events": 2, "displayUpdates": 1, "argumentsStored": False}
+    assert response.json() == {
+        "events": 2,
+        "displayUpdates": 1,
+        "argumentsStored": False,
+        "lost": 0,
+        "duplicate": False,
+    }
     stored = list(PlanEvent.objects.filter(plan_id=plan["id"]).order_by("id"))
     assert [(event.tool, event.decision, event.step) for event in stored] == [
         ("github_list_issues", Decision.ALLOWED, 0),

@@ -1,0 +1,177 @@
+"""Admin for audit tokens: superusers only. A token is created from "Add audit token" and
+its plaintext shown once, on the page answering the form; it can then only be revoked.
+
+Team admins and auditors neither see nor create tokens here (no group holds their
+permissions, and every check below asks for a superuser): a token reads a whole team's
+trail from outside the admin, so handing one out is an operator's decision. Creating and
+revoking one is recorded in the team's activity log, which auditors do read.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.http import HttpRequest, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
+
+from kernel.admin_actions import OneTimeFormToken, confirm_action, redirect_after_action
+from kernel.admin_base import PlangateModelAdmin
+from kernel.admin_widgets import datetime_column
+from members.models import Team
+
+from .models import AuditToken
+from .tokens import audit_token_create, audit_token_revoke
+
+AUDIT_TOKEN_FORM_TOKEN = OneTimeFormToken("audit-token-create")
+
+
+class AuditTokenCreateForm(forms.Form):
+    team = forms.ModelChoiceField(queryset=Team.objects.order_by("slug"), to_field_name="slug")
+    name = forms.CharField(
+        max_length=200, required=False, help_text="What the token is for, e.g. “SIEM”."
+    )
+
+
+def _is_superuser(request: HttpRequest) -> bool:
+    return bool(getattr(request.user, "is_superuser", False))
+
+
+@admin.register(AuditToken)
+class AuditTokenAdmin(PlangateModelAdmin):
+    list_display = [
+        "prefix_shown",
+        "name",
+        "team",
+        "created",
+        "created_by",
+        "last_used",
+        "state",
+    ]
+    list_filter = [("team", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["lookup_id", "name"]
+    list_select_related = ["team"]
+    fields: ClassVar[tuple[str, ...]] = (
+        "prefix_shown",
+        "name",
+        "team",
+        "created_at",
+        "created_by",
+        "last_used_at",
+        "revoked_at",
+    )
+    readonly_fields = fields
+    actions = ["revoke_audit_tokens"]
+    object_actions = {"revoke_audit_tokens": "Revoke this token"}
+    created = datetime_column("created_at", "created")
+    last_used = datetime_column("last_used_at", "last used")
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return _is_superuser(request)
+
+    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
+        return _is_superuser(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return _is_superuser(request)
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_revoke_permission(self, request: HttpRequest, obj=None) -> bool:
+        return _is_superuser(request)
+
+    def object_action_available(self, obj: AuditToken, action_name: str) -> bool:
+        return not obj.is_revoked()
+
+    @admin.display(description="prefix", ordering="lookup_id")
+    def prefix_shown(self, token: AuditToken) -> str:
+        return format_html("<code>{}</code>", token.prefix)
+
+    @admin.display(description="state")
+    def state(self, token: AuditToken) -> str:
+        state = "revoked" if token.is_revoked() else "active"
+        return format_html('<span class="plangate-badge {}">{}</span>', state, state)
+
+    def add_view(self, request: HttpRequest, form_url: str = "", extra_context=None):
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        list_url = reverse("admin:audit_audittoken_changelist")
+        form = AuditTokenCreateForm(request.POST if request.method == "POST" else None)
+        if request.method == "POST" and form.is_valid():
+            if not AUDIT_TOKEN_FORM_TOKEN.consume(request, request.POST.get("once")):
+                self.message_user(
+                    request,
+                    "That form was already used. An audit token is shown only once, when it "
+                    "is created; create another one if it was lost.",
+                    messages.WARNING,
+                )
+                return HttpResponseRedirect(list_url)
+            with transaction.atomic():
+                token, plaintext = audit_token_create(
+                    team=form.cleaned_data["team"], name=form.cleaned_data["name"]
+                )
+                self.log_addition(request, token, f"Created audit token {token.prefix}.")
+            response = TemplateResponse(
+                request,
+                "admin/audit/audittoken/created.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "title": f"Audit token for {token.team.slug}",
+                    "opts": self.opts,
+                    "token": token,
+                    "plaintext": plaintext,
+                    "list_url": list_url,
+                },
+            )
+            # Shown once: no cache, no history copy, no back-button replay from cache.
+            response["Cache-Control"] = "no-store"
+            return response
+        return TemplateResponse(
+            request,
+            "admin/audit/audittoken/create.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Create an audit token",
+                "opts": self.opts,
+                "form": form,
+                "once": AUDIT_TOKEN_FORM_TOKEN.issue(request),
+                "list_url": list_url,
+            },
+        )
+
+    @admin.action(description="Revoke selected audit tokens", permissions=["revoke"])
+    def revoke_audit_tokens(self, request: HttpRequest, queryset, next_url: str = ""):
+        confirmation = confirm_action(
+            self,
+            request,
+            queryset,
+            action="revoke_audit_tokens",
+            next_url=next_url,
+            title="Revoke audit tokens",
+            question="Revoke these audit tokens? Every request made with them is refused "
+            "from now on.",
+            button="Yes, revoke",
+            warning="This cannot be undone: the tool that reads the trail needs a new token.",
+        )
+        if confirmation is not None:
+            return confirmation
+        revoked = []
+        with transaction.atomic():
+            for token in queryset.filter(revoked_at__isnull=True):
+                if audit_token_revoke(token=token):
+                    self.log_change(request, token, "Revoked.")
+                    revoked.append(token.prefix)
+        if revoked:
+            self.message_user(request, f"Revoked {', '.join(revoked)}.")
+        else:
+            self.message_user(request, "The selected tokens were already revoked.", messages.INFO)
+        return redirect_after_action(request)

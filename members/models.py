@@ -12,6 +12,12 @@ from django.db.models.functions import Lower
 from django.utils import timezone
 from ulid import ULID
 
+from kernel.credentials import CredentialFormat
+
+#: ``pg_<lookup id>_<secret>``: the shown-once, hashed format audit tokens share
+#: (kernel.credentials); the label keys the hash, so changing it voids every key.
+API_KEY_FORMAT = CredentialFormat(prefix="pg_", purpose=b"plangate.api-key.v1")
+
 
 def new_ulid() -> str:
     return str(ULID())
@@ -201,7 +207,7 @@ class ApiKey(models.Model):
     @property
     def prefix(self) -> str:
         """The visible, non-secret start of the key, enough to recognise it."""
-        return f"pg_{self.lookup_id}"
+        return API_KEY_FORMAT.visible_prefix(self.lookup_id)
 
     def is_revoked(self) -> bool:
         return self.revoked_at is not None

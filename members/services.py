@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
-import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -30,14 +27,11 @@ from .changes import (
     named_row_created,
     team_created_record,
 )
-from .models import Agent, ApiKey, Group, Member, Role, Team, email_normalize
+from .models import API_KEY_FORMAT, Agent, ApiKey, Group, Member, Role, Team, email_normalize
 
 if TYPE_CHECKING:
     from policies.models import Policy
 
-API_KEY_PREFIX = "pg_"
-LOOKUP_ID_LENGTH = 12
-_HEX_DIGITS = "0123456789abcdef"
 DEFAULT_TEAM_SLUG = "default"
 
 logger = logging.getLogger(__name__)
@@ -250,26 +244,18 @@ def agent_update(
     return agent
 
 
-def _hash_secret(secret: str) -> str:
-    """Keyed hash of an API key's secret part. The key derives from SECRET_KEY, so a
-    database dump alone cannot be used to test guesses offline."""
-    pepper = hmac.new(settings.SECRET_KEY.encode(), b"plangate.api-key.v1", hashlib.sha256).digest()
-    return hmac.new(pepper, secret.encode(), hashlib.sha256).hexdigest()
-
-
 def api_key_create(
     *, agent: Agent, name: str = "", expires_at: datetime | None = None
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with its plaintext, which is shown once and never stored
     (the activity log names it by its visible prefix)."""
-    lookup_id = secrets.token_hex(LOOKUP_ID_LENGTH // 2)
-    secret = secrets.token_urlsafe(32)
+    minted = API_KEY_FORMAT.mint()
     with transaction.atomic():
         api_key = ApiKey.objects.create(
             agent=agent,
             name=name,
-            lookup_id=lookup_id,
-            secret_hash=_hash_secret(secret),
+            lookup_id=minted.lookup_id,
+            secret_hash=minted.secret_hash,
             expires_at=expires_at,
         )
         api_key_change_record(
@@ -277,7 +263,7 @@ def api_key_create(
             "created",
             created_changes({"name": name, "expires_at": expires_at}),
         )
-    return api_key, f"{API_KEY_PREFIX}{lookup_id}_{secret}"
+    return api_key, minted.plaintext
 
 
 def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
@@ -297,13 +283,10 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
 def api_key_authenticate(plaintext: str) -> ApiKey:
     """The usable key for ``plaintext``, or DomainError ``invalid_api_key``."""
     invalid = DomainError("invalid_api_key", "The API key is missing, unknown, revoked or expired.")
-    if not plaintext.startswith(API_KEY_PREFIX):
+    parsed = API_KEY_FORMAT.parse(plaintext)  # malformed text is refused before any query
+    if parsed is None:
         raise invalid
-    lookup_id, _, secret = plaintext[len(API_KEY_PREFIX) :].partition("_")
-    # Only lowercase hex ever names a key; other text (NUL included, which PostgreSQL cannot
-    # even compare) is refused before the query.
-    if len(lookup_id) != LOOKUP_ID_LENGTH or not secret or lookup_id.strip(_HEX_DIGITS):
-        raise invalid
+    lookup_id, secret = parsed
     # get() rather than first(): lookup_id is unique, and no ORDER BY is needed. A revoked
     # or expired key is not found, the same answer as an unknown one.
     try:
@@ -314,7 +297,7 @@ def api_key_authenticate(plaintext: str) -> ApiKey:
         )
     except ApiKey.DoesNotExist:
         raise invalid from None
-    if not hmac.compare_digest(api_key.secret_hash, _hash_secret(secret)):
+    if not API_KEY_FORMAT.matches(api_key.secret_hash, secret):
         raise invalid
     return api_key
 

@@ -36,7 +36,13 @@ from .api_schema import (
 )
 from .event_intake import plan_events_record
 from .keys import jwks_document
-from .records import RefusalContext, declaration_context, refresh_context, refusal_record
+from .records import (
+    PlanRefused,
+    RefusalContext,
+    declaration_context,
+    refresh_context,
+    refusal_record,
+)
 from .serializers import (
     IntentTokenSerializer,
     PlanDeclarationSerializer,
@@ -115,12 +121,13 @@ class RecordedRefusalsView(AgentAPIView):
         agent = self.calling_agent
         error = to_domain_error(exc)
         if agent is not None and error is not None and error.code not in self._NOT_STORED:
-            refusal_record(
-                kind=self.refusal_kind,
-                agent=agent,
-                error=error,
-                context=self.refusal_context(self.request),
+            # The service says what it refused; a refusal before it ran is read off the request.
+            context = (
+                error.context
+                if isinstance(error, PlanRefused)
+                else self.refusal_context(self.request)
             )
+            refusal_record(kind=self.refusal_kind, agent=agent, error=error, context=context)
         return super().handle_exception(exc)
 
 

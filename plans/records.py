@@ -218,7 +218,6 @@ def refusal_record(
     is answered its refusal whether or not the trail could take the record (the failure is
     logged, with the refusal's code, for the operator).
     """
-    context = error.context if isinstance(error, PlanRefused) else context
     try:
         with transaction.atomic():
             return record_append(

@@ -37,7 +37,7 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
 
 
 def _claims(plan: dict, policy: dict) -> dict:
-    """The claims plans.services._sign builds, with fixed values."""
+    """The claims plans.intent_tokens.intent_token_sign builds, with fixed values."""
     return {
         "iss": "http://127.0.0.1:8000",
         "sub": plan["user"],

@@ -1,35 +1,32 @@
 """Issuing, refreshing and revoking plans.
 
 Every check runs before the first write, and the writes of one request share a transaction,
-so a refused request leaves the database as it was.
+so a refused request leaves the database as it was. Tokens are signed and verified by
+``plans.intent_tokens``; the audit records of each outcome are ``plans.records``'.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from audit.actors import current_actor
-from guard.claims import IntentClaims
-from guard.errors import DocumentInvalid, FieldError, TokenInvalid
-from guard.jwk import KeySet, public_jwk
+from guard.errors import DocumentInvalid, FieldError
 from guard.plan import plan_hash, validate_plan
 from guard.policy_evaluation import evaluate_plan
-from guard.tokens import unverified_header, verify_intent_token
 from kernel.problems import DomainError
 from members.models import Agent, Member
 from members.services import agent_require_active
 from policies.models import PolicyVersion
 from policies.selectors import policy_active_version
 
-from .keys import active_signer, signing_key_public
-from .models import Plan, PlanToken, SigningKey
+from .intent_tokens import Signature, intent_token_sign, refresh_token_verify
+from .models import Plan, PlanToken
 from .records import (
     RefusalContext,
     denial_rule,
@@ -138,58 +135,11 @@ def _admitted_policy_version(
     return version
 
 
-@dataclass(frozen=True)
-class _Signature:
-    token: str
-    kid: str
-    issued_at: datetime
-    expires_at: datetime
-
-
-def _sign(
-    *,
-    plan: Plan,
-    member: Member,
-    role: str | None,
-    groups: list[str],
-    version: PolicyVersion,
-    ttl: int,
-    now: datetime,
-) -> _Signature:
-    """Sign a token for ``plan``. Writes nothing: callers sign before their transaction,
-    so it holds the database's write lock only for the inserts."""
-    signer = active_signer()
-    issued_at = int(now.timestamp())
-    # A token never outlives the plan it carries.
-    expires_at = min(issued_at + ttl, math.floor(plan.expires_at.timestamp()))
-    claims = IntentClaims(
-        iss=settings.PLANGATE_ISSUER,
-        sub=member.email,
-        jti=plan.id,
-        iat=issued_at,
-        exp=expires_at,
-        ph=plan.hash,
-        plan=plan.document,
-        agent=plan.agent_id,
-        pol=version.document,
-        polv=version.number,
-        polh=version.hash,
-        role=role,
-        groups=tuple(groups),
-    )
-    return _Signature(
-        token=signer.sign(claims.to_payload()),
-        kid=signer.kid,
-        issued_at=datetime.fromtimestamp(issued_at, tz=UTC),
-        expires_at=datetime.fromtimestamp(expires_at, tz=UTC),
-    )
-
-
 def _record_token(
     *,
     plan: Plan,
     kind: str,
-    signature: _Signature,
+    signature: Signature,
     role: str | None,
     groups: list[str],
     version: PolicyVersion,
@@ -249,7 +199,7 @@ def _plan_issue(
         created_at=now,
         expires_at=now + timedelta(seconds=settings.PLANGATE_PLAN_MAX_AGE),
     )
-    signature = _sign(
+    signature = intent_token_sign(
         plan=plan, member=member, role=role, groups=groups, version=version, ttl=ttl, now=now
     )
     with transaction.atomic():
@@ -271,32 +221,6 @@ def _plan_issue(
         )
 
 
-_KID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-def _verify_refresh_token(token: str) -> IntentClaims:
-    """Verify a token we signed, expired or not. Any failure is ``invalid_token``."""
-    try:
-        kid = unverified_header(token).get("kid")
-        # A kid is a base64url JWK thumbprint; anything else (a number, an object, text with
-        # NUL, which PostgreSQL cannot even compare) names no key of ours.
-        if not isinstance(kid, str) or not _KID.fullmatch(kid):
-            raise TokenInvalid("unknown key id")
-        key = SigningKey.objects.filter(kid=kid).exclude(state=SigningKey.State.REVOKED).first()
-        if key is None:
-            raise TokenInvalid("unknown key id")
-        keys = KeySet({"keys": [{**public_jwk(signing_key_public(key)), "kid": key.kid}]})
-        return verify_intent_token(
-            token,
-            keys,
-            issuer=settings.PLANGATE_ISSUER,
-            leeway=settings.PLANGATE_CLOCK_SKEW,
-            require_unexpired=False,
-        )
-    except TokenInvalid as exc:
-        raise DomainError("invalid_token", f"The token is not valid: {exc.reason}.") from exc
-
-
 def plan_refresh(*, agent: Agent, plan_id: str, token: str, ttl: int | None = None) -> IssuedToken:
     """Re-sign the same plan with the agent's current policy, role and groups.
 
@@ -314,7 +238,7 @@ def _plan_refresh(
     ttl = token_ttl_resolve(ttl)
     plan = plan_get_for_agent(agent=agent, plan_id=plan_id)
     refusal.plan_from(plan)
-    claims = _verify_refresh_token(token)
+    claims = refresh_token_verify(token)
     if claims.jti != plan.id:
         raise DomainError("plan_mismatch", "The token belongs to another plan.")
     if claims.agent != agent.id:
@@ -332,7 +256,7 @@ def _plan_refresh(
     member = _member_require_active(plan.member)
     role, groups = _role_and_groups(member)
     version = _admitted_policy_version(agent, plan.document, role, groups, refusal)
-    signature = _sign(
+    signature = intent_token_sign(
         plan=plan, member=member, role=role, groups=groups, version=version, ttl=ttl, now=now
     )
     with transaction.atomic():

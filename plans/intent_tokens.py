@@ -1,0 +1,100 @@
+"""The intent tokens the plan services sign and the refresh tokens they verify.
+
+Signing writes nothing: the services sign before their transaction, so it holds the
+database's write lock only for the inserts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.conf import settings
+
+from guard.claims import IntentClaims
+from guard.errors import TokenInvalid
+from guard.jwk import KeySet, public_jwk
+from guard.tokens import unverified_header, verify_intent_token
+from kernel.problems import DomainError
+from members.models import Member
+from policies.models import PolicyVersion
+
+from .keys import active_signer, signing_key_public
+from .models import Plan, SigningKey
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A token signed for a plan, and what the plan's token row keeps of it."""
+
+    token: str
+    kid: str
+    issued_at: datetime
+    expires_at: datetime
+
+
+def intent_token_sign(
+    *,
+    plan: Plan,
+    member: Member,
+    role: str | None,
+    groups: list[str],
+    version: PolicyVersion,
+    ttl: int,
+    now: datetime,
+) -> Signature:
+    """Sign a token for ``plan``. Writes nothing: callers sign before their transaction,
+    so it holds the database's write lock only for the inserts."""
+    signer = active_signer()
+    issued_at = int(now.timestamp())
+    # A token never outlives the plan it carries.
+    expires_at = min(issued_at + ttl, math.floor(plan.expires_at.timestamp()))
+    claims = IntentClaims(
+        iss=settings.PLANGATE_ISSUER,
+        sub=member.email,
+        jti=plan.id,
+        iat=issued_at,
+        exp=expires_at,
+        ph=plan.hash,
+        plan=plan.document,
+        agent=plan.agent_id,
+        pol=version.document,
+        polv=version.number,
+        polh=version.hash,
+        role=role,
+        groups=tuple(groups),
+    )
+    return Signature(
+        token=signer.sign(claims.to_payload()),
+        kid=signer.kid,
+        issued_at=datetime.fromtimestamp(issued_at, tz=UTC),
+        expires_at=datetime.fromtimestamp(expires_at, tz=UTC),
+    )
+
+
+_KID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def refresh_token_verify(token: str) -> IntentClaims:
+    """Verify a token we signed, expired or not. Any failure is ``invalid_token``."""
+    try:
+        kid = unverified_header(token).get("kid")
+        # A kid is a base64url JWK thumbprint; anything else (a number, an object, text with
+        # NUL, which PostgreSQL cannot even compare) names no key of ours.
+        if not isinstance(kid, str) or not _KID.fullmatch(kid):
+            raise TokenInvalid("unknown key id")
+        key = SigningKey.objects.filter(kid=kid).exclude(state=SigningKey.State.REVOKED).first()
+        if key is None:
+            raise TokenInvalid("unknown key id")
+        keys = KeySet({"keys": [{**public_jwk(signing_key_public(key)), "kid": key.kid}]})
+        return verify_intent_token(
+            token,
+            keys,
+            issuer=settings.PLANGATE_ISSUER,
+            leeway=settings.PLANGATE_CLOCK_SKEW,
+            require_unexpired=False,
+        )
+    except TokenInvalid as exc:
+        raise DomainError("invalid_token", f"The token is not valid: {exc.reason}.") from exc

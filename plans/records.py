@@ -33,7 +33,7 @@ from audit.models import AuditRecord
 from audit.services import record_append
 from guard.errors import DocumentInvalid
 from guard.plan import plan_hash, validate_plan
-from guard.policy_evaluation import StepDenial
+from guard.policy_evaluation import StepDenial, rule_description
 from kernel.problems import DomainError
 from members.models import Agent
 
@@ -123,10 +123,7 @@ def denial_rule(policy_document: Mapping[str, Any], denials: list[StepDenial]) -
     index = denials[0].rule
     if index is None:
         return {"index": None, "description": "the policy default (deny)"}
-    rule = policy_document["rules"][index]
-    text = " ".join(str(rule.get("description") or rule.get("name") or "").split())
-    text = text or f"{rule['effect']} {', '.join(rule['tools'])}"
-    return {"index": index, "description": f"{text} (rules[{index}])"}
+    return {"index": index, "description": rule_description(policy_document["rules"][index], index)}
 
 
 def _agent_fields(agent: Agent) -> dict[str, Any]:

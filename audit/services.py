@@ -150,7 +150,21 @@ def _seal_batch(team_id: int, size: int) -> int:
             record.seq, record.prev_hash, record.sealed_at = seq, prev_hash, now
             record.hash = record_hash(record)
             prev_hash = record.hash
-        AuditRecord.objects.bulk_update(records, ["seq", "prev_hash", "hash", "sealed_at"])
+        _store_seals(records, now)
         head.last_seq, head.last_hash, head.updated_at = seq, prev_hash, now
         head.save(update_fields=["last_seq", "last_hash", "updated_at"])
     return len(records)
+
+
+def _store_seals(records: list[AuditRecord], now: datetime) -> None:
+    """One parameterised UPDATE per record, sent as a batch (``executemany``): several
+    times cheaper than ``bulk_update``'s one statement of CASE expressions (see
+    ``make bench``, audit)."""
+    table = connection.ops.quote_name(AuditRecord._meta.db_table)
+    sealed_at = connection.ops.adapt_datetimefield_value(now)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {table} SET seq = %s, prev_hash = %s, hash = %s, sealed_at = %s "  # noqa: S608
+            "WHERE id = %s",
+            [(r.seq, r.prev_hash, r.hash, sealed_at, r.pk) for r in records],
+        )

@@ -23,21 +23,30 @@ Delivery is exactly once while the queue holds:
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 import random
 import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from guard.canonical import canonical_json
+from guard.agent.batching import (
+    DEFAULT_QUEUE_SIZE,
+    DISPLAY,
+    END,
+    EVENT,
+    QUEUE_SIZE_ENV,
+    PendingBatch,
+    ReporterStats,
+    args_digest,
+    canonical_args,
+    event_json,
+    queue_size_from_env,
+)
 from guard.decisions import MAX_DISPLAY_UPDATES_PER_BATCH, MAX_EVENTS_PER_BATCH, PlanOutcome
-from guard.events import display_update_json, event_batch_json, guard_event_json, plan_end_json
+from guard.events import display_update_json, event_batch_json, plan_end_json
 
 if TYPE_CHECKING:
     from guard.agent.session import CallDecision
@@ -48,87 +57,16 @@ __all__ = [
     "DecisionReporter",
     "ReporterStats",
     "args_digest",
+    "canonical_args",
     "queue_size_from_env",
 ]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_QUEUE_SIZE: Final = 10_000
-QUEUE_SIZE_ENV: Final = "PLANGATE_GUARD_QUEUE_SIZE"
 DEFAULT_RETRY_INITIAL_DELAY: Final = 0.5
 DEFAULT_RETRY_MAX_DELAY: Final = 10.0
 # A Retry-After longer than this is not waited out in full: the queue keeps filling.
 MAX_RETRY_AFTER: Final = 300.0
-
-_EVENT: Final = 0
-_DISPLAY: Final = 1
-_END: Final = 2
-
-
-def queue_size_from_env(default: int = DEFAULT_QUEUE_SIZE) -> int:
-    """PLANGATE_GUARD_QUEUE_SIZE when set to a positive integer, else `default`."""
-    value = os.environ.get(QUEUE_SIZE_ENV, "").strip()
-    if not value:
-        return default
-    try:
-        size = int(value)
-    except ValueError:
-        raise ValueError(f"{QUEUE_SIZE_ENV} must be a positive integer, not {value!r}") from None
-    if size < 1:
-        raise ValueError(f"{QUEUE_SIZE_ENV} must be a positive integer, not {value!r}")
-    return size
-
-
-def canonical_args(args: object) -> bytes | None:
-    """RFC 8785 canonical JSON of call arguments, or None when they are not JSON."""
-    try:
-        return canonical_json(args)
-    except Exception:  # rfc8785 raises several types for values that are not JSON
-        return None
-
-
-def args_digest(args: object) -> str | None:
-    """Lowercase hex SHA-256 of the RFC 8785 canonical JSON of the arguments; None when
-    they are not JSON (canonical JSON refuses them, so no digest can stand for them)."""
-    canonical = canonical_args(args)
-    return None if canonical is None else hashlib.sha256(canonical).hexdigest()
-
-
-@dataclass(frozen=True)
-class ReporterStats:
-    """Counters since the reporter started.
-
-    `sent`: events and display updates the control plane acknowledged; `dropped`: those
-    that will never reach it (queue full, refused for good, left when the reporter
-    closed); `lost_reported`: decisions reported as lost in delivered batches; `retries`:
-    batches sent again after a failure; `duplicates`: batches the control plane already
-    had (their answer was lost)."""
-
-    sent: int
-    dropped: int
-    queued: int
-    failed_batches: int
-    retries: int = 0
-    duplicates: int = 0
-    lost_reported: int = 0
-
-
-@dataclass
-class _Batch:
-    plan_id: str
-    events: list[dict[str, Any]] = field(default_factory=list)
-    displays: list[dict[str, Any]] = field(default_factory=list)
-    end: dict[str, Any] | None = None
-    seq: int = 0
-    lost: int = 0
-
-    @property
-    def size(self) -> int:
-        return len(self.events) + len(self.displays)
-
-
-class _Refused(Exception):
-    """A refusal that sending the same batch again cannot change."""
 
 
 class DecisionReporter:
@@ -168,7 +106,7 @@ class DecisionReporter:
         self._retry_max_delay = max(retry_max_delay, retry_initial_delay)
         self.stream = stream or uuid.uuid4().hex
         self._queue: deque[tuple[Any, ...]] = deque()
-        self._pending: deque[_Batch] = deque()  # built, not yet delivered, in order
+        self._pending: deque[PendingBatch] = deque()  # built, not yet delivered, in order
         self._wake = threading.Event()  # a batch is ready, or flush/close asks
         self._retry_now = threading.Event()  # cuts a back-off short (flush, close)
         self._idle = threading.Condition()
@@ -203,7 +141,7 @@ class DecisionReporter:
         if len(queue) >= self._max_queue or self._stopping:
             self._lose(plan_id)
             return
-        queue.append((_EVENT, plan_id, at, tool, decision, args, include_args, policy_version))
+        queue.append((EVENT, plan_id, at, tool, decision, args, include_args, policy_version))
         if self._thread is None:
             self._start()
         if len(queue) == self._batch_size:
@@ -217,7 +155,7 @@ class DecisionReporter:
             with self._counts_lock:
                 self._dropped += 1
             return
-        self._queue.append((_DISPLAY, plan_id, at, message))
+        self._queue.append((DISPLAY, plan_id, at, message))
         if self._thread is None:
             self._start()
 
@@ -226,7 +164,7 @@ class DecisionReporter:
         queue (one per plan): it also carries the count of decisions lost at the end."""
         if self._stopping:
             return
-        self._queue.append((_END, plan_id, plan_end_json(outcome=outcome, reason=reason)))
+        self._queue.append((END, plan_id, plan_end_json(outcome=outcome, reason=reason)))
         if self._thread is None:
             self._start()
         self._wake.set()
@@ -288,30 +226,30 @@ class DecisionReporter:
         queue = self._queue
         while queue:
             kind = queue[0][0]
-            if kind == _EVENT:
+            if kind == EVENT:
                 if events >= self._batch_size:
                     break
                 events += 1
-            elif kind == _DISPLAY:
+            elif kind == DISPLAY:
                 if displays >= MAX_DISPLAY_UPDATES_PER_BATCH:
                     break
                 displays += 1
             items.append(queue.popleft())
         return items
 
-    def _build(self, items: list[tuple[Any, ...]]) -> list[_Batch]:
+    def _build(self, items: list[tuple[Any, ...]]) -> list[PendingBatch]:
         """One batch per plan, in the order the plans first appear; numbered, and carrying
         the decisions lost so far."""
-        batches: dict[str, _Batch] = {}
+        batches: dict[str, PendingBatch] = {}
         for item in items:
             plan_id = item[1]
             batch = batches.get(plan_id)
             if batch is None:
-                batch = batches[plan_id] = _Batch(plan_id)
+                batch = batches[plan_id] = PendingBatch(plan_id)
             kind = item[0]
-            if kind == _EVENT:
-                batch.events.append(self._event(item))
-            elif kind == _DISPLAY:
+            if kind == EVENT:
+                batch.events.append(event_json(item))
+            elif kind == DISPLAY:
                 batch.displays.append(display_update_json(at=item[2], message=item[3]))
             else:
                 batch.end = item[2]
@@ -319,46 +257,29 @@ class DecisionReporter:
             self._number(batch)
         return list(batches.values())
 
-    def _lost_only(self) -> list[_Batch]:
+    def _lost_only(self) -> list[PendingBatch]:
         """Batches telling the control plane about decisions lost after the last batch of
         their plan was built."""
         with self._counts_lock:
             plans = [plan_id for plan_id, lost in self._lost.items() if lost]
-        batches = [_Batch(plan_id) for plan_id in plans]
+        batches = [PendingBatch(plan_id) for plan_id in plans]
         for batch in batches:
             self._number(batch)
         return batches
 
-    def _number(self, batch: _Batch) -> None:
+    def _number(self, batch: PendingBatch) -> None:
         with self._counts_lock:
             batch.lost = self._lost.pop(batch.plan_id, 0)
         batch.seq = self._sequences.get(batch.plan_id, 0) + 1
         self._sequences[batch.plan_id] = batch.seq
 
-    @staticmethod
-    def _event(item: tuple[Any, ...]) -> dict[str, Any]:
-        _, _, at, tool, decision, args, include_args, policy_version = item
-        return guard_event_json(
-            at=at,
-            tool=tool,
-            decision=decision.code.value,
-            step=decision.step,
-            # An allowed call's reason is its step and rule, which the event carries.
-            reason="" if decision.allowed else decision.reason,
-            args_digest=args_digest(args),
-            args=args if include_args and isinstance(args, dict) else None,
-            rule_index=decision.rule,
-            rule_description=decision.rule_description,
-            policy_version=policy_version,
-        )
-
-    def _split(self, batch: _Batch) -> list[_Batch]:
+    def _split(self, batch: PendingBatch) -> list[PendingBatch]:
         """Two halves of a batch the control plane found too large, numbered in order: the
         first keeps the batch's number and lost count, the second takes the next number
         (nothing of the plan was built since, so the order holds) and the end."""
         events, displays = len(batch.events) // 2, len(batch.displays) // 2
-        first = _Batch(batch.plan_id, batch.events[:events], batch.displays[:displays])
-        second = _Batch(
+        first = PendingBatch(batch.plan_id, batch.events[:events], batch.displays[:displays])
+        second = PendingBatch(
             batch.plan_id, batch.events[events:], batch.displays[displays:], end=batch.end
         )
         first.seq, first.lost = batch.seq, batch.lost
@@ -366,7 +287,7 @@ class DecisionReporter:
         self._sequences[batch.plan_id] = second.seq
         return [first, second]
 
-    def _deliver(self, batch: _Batch) -> list[_Batch] | None:
+    def _deliver(self, batch: PendingBatch) -> list[PendingBatch] | None:
         """Send `batch` until the control plane acknowledges or refuses it for good, backing
         off between attempts. Returns the batches to send in its place (none, or its halves
         when it was too large), or None when the reporter stops meanwhile."""
@@ -419,7 +340,7 @@ class DecisionReporter:
             delay = max(delay, min(float(retry_after), MAX_RETRY_AFTER))
         return delay
 
-    def _refused(self, batch: _Batch, error: Exception) -> None:
+    def _refused(self, batch: PendingBatch, error: Exception) -> None:
         status = getattr(error, "status", None)
         logger.warning(
             "plangate guard: the control plane refused %d decision(s) for plan %s"
@@ -444,7 +365,7 @@ class DecisionReporter:
         """The reporter stops with batches undelivered: count them, say so."""
         with self._idle:
             left = sum(batch.size for batch in self._pending)
-            left += sum(1 for item in self._queue if item[0] != _END)
+            left += sum(1 for item in self._queue if item[0] != END)
             self._pending.clear()
             self._queue.clear()
             self._idle.notify_all()

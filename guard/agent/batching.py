@@ -1,0 +1,118 @@
+"""The decision log's pieces that need no thread: the queue's items and its size, a batch
+waiting to be delivered, the reporter's counters, and an event's wire form (the digest of
+its arguments included)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from guard.canonical import canonical_json
+from guard.events import guard_event_json
+
+__all__ = [
+    "DEFAULT_QUEUE_SIZE",
+    "DISPLAY",
+    "END",
+    "EVENT",
+    "QUEUE_SIZE_ENV",
+    "PendingBatch",
+    "ReporterStats",
+    "args_digest",
+    "canonical_args",
+    "event_json",
+    "queue_size_from_env",
+]
+
+DEFAULT_QUEUE_SIZE: Final = 10_000
+QUEUE_SIZE_ENV: Final = "PLANGATE_GUARD_QUEUE_SIZE"
+
+# The first field of a queued item: (EVENT, plan id, at, tool, decision, args, include
+# args, policy version), (DISPLAY, plan id, at, message) or (END, plan id, end).
+EVENT: Final = 0
+DISPLAY: Final = 1
+END: Final = 2
+
+
+def queue_size_from_env(default: int = DEFAULT_QUEUE_SIZE) -> int:
+    """PLANGATE_GUARD_QUEUE_SIZE when set to a positive integer, else `default`."""
+    value = os.environ.get(QUEUE_SIZE_ENV, "").strip()
+    if not value:
+        return default
+    try:
+        size = int(value)
+    except ValueError:
+        raise ValueError(f"{QUEUE_SIZE_ENV} must be a positive integer, not {value!r}") from None
+    if size < 1:
+        raise ValueError(f"{QUEUE_SIZE_ENV} must be a positive integer, not {value!r}")
+    return size
+
+
+def canonical_args(args: object) -> bytes | None:
+    """RFC 8785 canonical JSON of call arguments, or None when they are not JSON."""
+    try:
+        return canonical_json(args)
+    except Exception:  # rfc8785 raises several types for values that are not JSON
+        return None
+
+
+def args_digest(args: object) -> str | None:
+    """Lowercase hex SHA-256 of the RFC 8785 canonical JSON of the arguments; None when
+    they are not JSON (canonical JSON refuses them, so no digest can stand for them)."""
+    canonical = canonical_args(args)
+    return None if canonical is None else hashlib.sha256(canonical).hexdigest()
+
+
+@dataclass(frozen=True)
+class ReporterStats:
+    """Counters since the reporter started.
+
+    `sent`: events and display updates the control plane acknowledged; `dropped`: those
+    that will never reach it (queue full, refused for good, left when the reporter
+    closed); `lost_reported`: decisions reported as lost in delivered batches; `retries`:
+    batches sent again after a failure; `duplicates`: batches the control plane already
+    had (their answer was lost)."""
+
+    sent: int
+    dropped: int
+    queued: int
+    failed_batches: int
+    retries: int = 0
+    duplicates: int = 0
+    lost_reported: int = 0
+
+
+@dataclass
+class PendingBatch:
+    """A batch built for one plan, numbered, waiting to be delivered."""
+
+    plan_id: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+    displays: list[dict[str, Any]] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+    seq: int = 0
+    lost: int = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.events) + len(self.displays)
+
+
+def event_json(item: tuple[Any, ...]) -> dict[str, Any]:
+    """The wire form of a queued decision (the reporter's thread does this work)."""
+    _, _, at, tool, decision, args, include_args, policy_version = item
+    return guard_event_json(
+        at=at,
+        tool=tool,
+        decision=decision.code.value,
+        step=decision.step,
+        # An allowed call's reason is its step and rule, which the event carries.
+        reason="" if decision.allowed else decision.reason,
+        args_digest=args_digest(args),
+        args=args if include_args and isinstance(args, dict) else None,
+        rule_index=decision.rule,
+        rule_description=decision.rule_description,
+        policy_version=policy_version,
+    )

@@ -1,0 +1,123 @@
+"""How a plan ends, as the guard reports it to the real control plane: closed after every
+required step ran (completed) or before (ended), a revoked plan staying revoked, and a
+token the guard refused (token_refused, with the reason)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from audit.models import AuditRecord
+from guard.agent.errors import PLAN_SWAPPED, TOKEN_INVALID, GuardError
+from guard.plan import plan_hash, validate_plan
+from plans.models import Plan, PlanDisplayUpdate, PlanEventBatch
+from tests.conftest import plan_document
+
+from .client_helpers import Switchboard, TestSigner, reissuing
+
+REPO = {"repo": "acme/public-app"}
+PLAN = plan_document(
+    steps=[
+        {
+            "tool": "github_list_issues",
+            "args": {"repo": {"eq": "acme/public-app"}},
+            "required": True,
+        },
+        {"tool": "github_get_issue"},
+    ]
+)
+
+
+def ended_records(plan_id: str) -> list[AuditRecord]:
+    return list(AuditRecord.objects.filter(plan_id=plan_id, kind=AuditRecord.Kind.PLAN_ENDED))
+
+
+def test_closing_after_every_required_step_ran_completes_the_plan(live_guard):
+    guard = live_guard(acp_sink=lambda message: None)
+    declared = guard.declare(PLAN)
+
+    guard.call("github_list_issues", REPO, lambda repo: [])
+    guard.close()
+
+    plan = Plan.objects.get(pk=declared.plan_id)
+    assert plan.status == Plan.Status.COMPLETED
+    assert plan.ended_at is not None and plan.end_reason == ""
+    (record,) = ended_records(plan.id)
+    assert (record.code, record.details["status"]) == ("completed", "completed")
+    assert record.actor == f"agent:{plan.agent_id}"
+    # The end arrives with (or after) the ACP plan_removed the user saw.
+    last = PlanDisplayUpdate.objects.filter(plan=plan).order_by("id").last()
+    assert last is not None and last.message["update"]["sessionUpdate"] == "plan_removed"
+    assert PlanEventBatch.objects.filter(plan=plan).order_by("id").last().end_outcome == "completed"
+
+
+def test_closing_before_a_required_step_ran_ends_the_plan(live_guard):
+    guard = live_guard()
+    declared = guard.declare(PLAN)
+
+    guard.check("github_get_issue", REPO)
+    guard.close()
+
+    assert Plan.objects.get(pk=declared.plan_id).status == Plan.Status.ENDED
+    assert [record.code for record in ended_records(declared.plan_id)] == ["ended"]
+
+
+def test_a_new_declaration_ends_the_previous_plan(live_guard):
+    guard = live_guard()
+    first = guard.declare(PLAN)
+
+    second = guard.declare(PLAN)  # no call yet: a plan may still be declared
+    guard.close()
+
+    assert Plan.objects.get(pk=first.plan_id).status == Plan.Status.ENDED
+    assert Plan.objects.get(pk=second.plan_id).status == Plan.Status.ENDED
+
+
+def test_the_end_never_undoes_a_revocation(live_guard):
+    guard = live_guard()
+    declared = guard.declare(PLAN)
+    guard.call("github_list_issues", REPO, lambda repo: [])
+    Plan.objects.filter(pk=declared.plan_id).update(status=Plan.Status.REVOKED)
+
+    guard.close()
+
+    plan = Plan.objects.get(pk=declared.plan_id)
+    assert plan.status == Plan.Status.REVOKED
+    assert plan.ended_at is None
+    (record,) = ended_records(plan.id)  # what the agent did is still on the record
+    assert (record.code, record.details["status"]) == ("completed", "revoked")
+
+
+def swap_plan(claims, body):
+    claims["plan"] = validate_plan(plan_document(steps=[{"tool": "github_delete_repo"}]))
+    claims["ph"] = body["planHash"] = plan_hash(claims["plan"])
+
+
+@pytest.mark.parametrize(
+    ("options", "code"),
+    [
+        ({"transport": "swapping"}, PLAN_SWAPPED),
+        ({"issuer": "https://not-the-control-plane.example"}, TOKEN_INVALID),
+    ],
+    ids=["swapped-plan", "wrong-issuer"],
+)
+def test_a_token_the_guard_refuses_marks_the_plan_with_the_reason(live_guard, options, code):
+    if options.get("transport") == "swapping":
+        options = {
+            "transport": Switchboard(
+                httpx.HTTPTransport(), rewrite=reissuing(TestSigner(), swap_plan)
+            )
+        }
+    guard = live_guard(**options)
+
+    with pytest.raises(GuardError) as refused:
+        guard.declare(PLAN)
+    assert guard.flush()
+
+    assert refused.value.code == code
+    plan = Plan.objects.get()
+    assert plan.status == Plan.Status.TOKEN_REFUSED
+    assert plan.end_reason.startswith(f"{code}: ")
+    (record,) = ended_records(plan.id)
+    assert record.code == "token_refused"
+    assert record.details["reason"] == plan.end_reason

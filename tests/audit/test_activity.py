@@ -233,3 +233,16 @@ def test_a_member_moved_to_another_team_is_in_both_teams_logs(team, other_team, 
     (arrived,) = about(other_team, "member")[-1:]
     assert left.details == arrived.details
     assert left.details["changes"]["team"] == ["default", "globex"]
+
+
+def test_an_agent_update_records_the_fields_it_changed(team, agent):
+    strict = policy_set(team=team, slug="strict", document=POLICY).policy
+
+    agent_update(agent=agent.agent, policy=strict, is_active=False)
+
+    record = about(team, "agent")[-1]
+    assert (record.details["action"], record.agent_name) == ("updated", agent.agent.name)
+    assert record.details["changes"] == {
+        "policy": ["default", "strict"],
+        "is_active": [True, False],
+    }

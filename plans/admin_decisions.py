@@ -168,6 +168,7 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         "tool_code",
         "decision",
         "step_shown",
+        "rule_column",
         "policy_version_link",
         "reason",
     ]
@@ -233,6 +234,8 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         ("decision", "decision"),
         # Counted from 1, as every page shows it.
         ("step", lambda event: step_number(event.step)),
+        ("rule_index", "rule_index"),
+        ("rule_description", "rule_description"),
         ("policy", "decided_under_policy_slug"),
         ("policy_version", "decided_under_version_number"),
         ("reason", "reason"),
@@ -302,25 +305,30 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
 
     @admin.display(description="rule")
     def rule_shown(self, event: DecisionRow) -> str:
+        """The rule as published in the version's document, so "which rule allowed this"
+        needs no other page."""
         version = self._version(event)
-        rule_index, _description = decision_rule(event)
-        rules = version.document.get("rules") if isinstance(version.document, dict) else None
-        rule = (
-            rules[rule_index]
-            if rule_index is not None and isinstance(rules, list) and 0 <= rule_index < len(rules)
-            else None
-        )
+        rule_index, description = decision_rule(event)
         if rule_index is None:
             return format_html(
                 "{}",
-                "No rule decided: the policy's default did, or the policy was not consulted "
-                "(the plan or its budget decided).",
+                f"No rule: {description}."
+                if description
+                else "The policy was not consulted: the plan or its budget decided.",
             )
-        return format_html(
-            '{}<pre class="plangate-pre">{}</pre>',
-            decision_rule_html(event, version.pk),
-            pretty_json(rule) if rule is not None else "(not in the version's document)",
+        rules = version.document.get("rules") if isinstance(version.document, dict) else None
+        published = (
+            pretty_json(rules[rule_index])
+            if isinstance(rules, list) and rule_index < len(rules)
+            else "(not in the version's document)"
         )
+        return format_html(
+            '{}<pre class="plangate-pre">{}</pre>', decision_rule_html(event, version.pk), published
+        )
+
+    @admin.display(description="rule")
+    def rule_column(self, event: DecisionRow) -> str:
+        return decision_rule_html(event, event.decided_under_version_id)
 
     @admin.display(description="step planned")
     def planned_step(self, event: PlanEvent) -> str:

@@ -125,19 +125,19 @@ def _token_entry(token: PlanToken) -> TimelineEntry:
 
 def decision_rule(event: PlanEvent) -> tuple[int | None, str]:
     """The policy rule that decided: its index in the version's ``rules`` (from 0, as the
-    document's JSON path counts) and its description; (None, "") when no rule did."""
-    return (None, "")
+    document's JSON path counts) and how the guard described it. (None, description) when
+    the policy's default decided; (None, "") when the policy was not consulted."""
+    return (event.rule_index, event.rule_description)
 
 
 def decision_rule_html(event: PlanEvent, version_id: int | None) -> SafeString:
-    """``rules[2] "read the team's repositories"``, linked to that rule of the version the
-    decision was made under; "—" when the guard named no rule."""
+    """The rule as the guard described it (``allow github_* (rules[0])``), linked to that
+    rule of the version the decision was made under; the default's description unlinked;
+    "—" when the policy was not consulted (the plan or its budget decided)."""
     rule_index, description = decision_rule(event)
     if rule_index is None:
-        return format_html("{}", "—")
-    text = format_html("rules[{}]", rule_index)
-    if description:
-        text = format_html("{} “{}”", text, description)
+        return format_html("{}", description or "—")
+    text = format_html("{}", description or f"rules[{rule_index}]")
     if version_id is None:
         return text
     return format_html('<a href="{}">{}</a>', _version_anchor(version_id, rule_index), text)

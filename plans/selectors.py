@@ -5,7 +5,7 @@ call these instead of rebuilding the queries."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, TypedDict
+from typing import TypedDict
 
 from django.db import connection
 from django.db.models import (
@@ -21,10 +21,9 @@ from django.db.models import (
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
-from .models import Plan, PlanEvent, PlanToken
+from policies.models import PolicyVersion
 
-if TYPE_CHECKING:
-    from policies.models import PolicyVersion
+from .models import Plan, PlanEvent, PlanToken
 
 
 class DecidedUnderAnnotations(TypedDict):
@@ -35,51 +34,42 @@ class DecidedUnderAnnotations(TypedDict):
     decided_under_policy_slug: str
 
 
-def _token_in_force() -> QuerySet[PlanToken]:
-    """For the decision ``OuterRef`` points at: the plan's tokens signed at or before it,
-    newest first. The first one is the token the guard held when it decided, and so the
-    policy snapshot (``pol``) it decided with."""
-    return PlanToken.objects.filter(
-        plan_id=OuterRef("plan_id"), issued_at__lte=OuterRef("occurred_at")
-    ).order_by("-issued_at", "-id")
+def _tokens_of_the_plan() -> QuerySet[PlanToken]:
+    """The tokens of the plan of the decision ``OuterRef`` points at, newest first."""
+    return PlanToken.objects.filter(plan_id=OuterRef("plan_id")).order_by("-issued_at", "-id")
 
 
 def decisions_with_policy_version(queryset: QuerySet[PlanEvent]) -> QuerySet[PlanEvent]:
-    """Each decision with the policy version of the token in force when it was made
-    (``decided_under_version_id``, ``_number`` and ``decided_under_policy_slug``), in the
-    same query. A decision stamped before the plan's first token (the agent's clock a little
-    behind the server's) is counted under the version the plan was issued with."""
-    in_force = _token_in_force()
+    """Each decision with the policy version it was made under (``decided_under_version_id``,
+    ``_number`` and ``decided_under_policy_slug``), in the same query.
+
+    The guard reports the version number of the token it held (``policy_version``): the
+    version is that of the plan's token carrying that number, the one in force at the time
+    first. A decision from a guard that reported no number is counted under the token in
+    force when it was made, by time; one stamped before the plan's first token (the
+    agent's clock a little behind) under the version the plan was issued with.
+    """
+    tokens = _tokens_of_the_plan()
+    by_time = tokens.filter(issued_at__lte=OuterRef("occurred_at"))
+    reported = tokens.filter(policy_version__number=OuterRef("policy_version"))
+    reported_in_force = by_time.filter(policy_version__number=OuterRef("policy_version"))
+    version = PolicyVersion.objects.filter(pk=OuterRef("decided_under_version_id"))
     return queryset.annotate(
         decided_under_version_id=Coalesce(
-            Subquery(in_force.values("policy_version_id")[:1]),
+            Subquery(reported_in_force.values("policy_version_id")[:1]),
+            Subquery(reported.values("policy_version_id")[:1]),
+            Subquery(by_time.values("policy_version_id")[:1]),
             F("plan__policy_version_id"),
             output_field=BigIntegerField(),
+        )
+    ).annotate(
+        decided_under_version_number=Subquery(
+            version.values("number")[:1], output_field=PositiveIntegerField()
         ),
-        decided_under_version_number=Coalesce(
-            Subquery(in_force.values("policy_version__number")[:1]),
-            F("plan__policy_version__number"),
-            output_field=PositiveIntegerField(),
-        ),
-        decided_under_policy_slug=Coalesce(
-            Subquery(in_force.values("policy_version__policy__slug")[:1]),
-            F("plan__policy_version__policy__slug"),
-            output_field=CharField(),
+        decided_under_policy_slug=Subquery(
+            version.values("policy__slug")[:1], output_field=CharField()
         ),
     )
-
-
-def decision_policy_version(event: PlanEvent) -> PolicyVersion:
-    """The policy version one decision was made under (see ``decisions_with_policy_version``)."""
-    token = (
-        PlanToken.objects.filter(plan_id=event.plan_id, issued_at__lte=event.occurred_at)
-        .select_related("policy_version__policy")
-        .order_by("-issued_at", "-id")
-        .first()
-    )
-    if token is not None:
-        return token.policy_version
-    return event.plan.policy_version
 
 
 def plans_planning_tool(queryset: QuerySet[Plan], tool: str) -> QuerySet[Plan]:

@@ -330,6 +330,61 @@ def test_a_decision_page_names_its_plan_policy_version_author_comment_and_step(
     assert "alice@acme.dev" in html and agent.agent.name in html
 
 
+def test_who_allowed_this_call_under_which_version_is_answered_on_the_decision_page(
+    auditor_client, team, agent, issued
+):
+    """The guard reports the rule and the version number of the token it held: the page
+    links that version (not the newest), shows the rule as published, its author and
+    comment, though the call came after a refresh to a newer version."""
+    plan = issued.plan
+    plan.tokens.update(issued_at=timezone.now() - timedelta(minutes=1))
+    narrowed = {**POLICY, "rules": [POLICY["rules"][1], POLICY["rules"][0]]}
+    v2 = policy_set(
+        team=team, slug="default", document=narrowed, comment="deny first", created_by="tessa"
+    )
+    refreshed = plan_refresh(agent=agent.agent, plan_id=plan.pk, token=issued.token)
+    event = decide(
+        plan,
+        refreshed.issued_at + timedelta(seconds=5),  # after the refresh, with the old token
+        tool="github_get_issue",
+        step=1,
+        rule_index=0,
+        rule_description="allow github_* (rules[0])",
+        policy_version=1,
+    )
+    v1 = plan.policy_version
+
+    html = page(auditor_client, reverse("admin:plans_planevent_change", args=[event.pk]))
+    v1_url = reverse("admin:policies_policyversion_change", args=[v1.pk])
+
+    assert f'href="{v1_url}#rules-0"' in html
+    assert "allow github_* (rules[0])" in html
+    assert "&quot;github_*&quot;" in html and "acme/*" in html  # the rule as published
+    assert reverse("admin:policies_policyversion_change", args=[v2.pk]) not in html
+    listed = page(
+        auditor_client, reverse("admin:plans_planevent_changelist"), {"policy_version": v1.pk}
+    )
+    assert reverse("admin:plans_planevent_change", args=[event.pk]) in listed
+    timeline = timeline_page(auditor_client, plan)
+    assert f'href="{v1_url}#rules-0"' in timeline
+
+
+def test_a_decision_the_default_made_says_so(auditor_client, plan):
+    event = decide(
+        plan,
+        plan.created_at,
+        tool="send_email",
+        decision=Decision.POLICY_DENIED,
+        step=None,
+        rule_description="the policy default (deny)",
+    )
+    html = page(auditor_client, reverse("admin:plans_planevent_change", args=[event.pk]))
+    assert "No rule: the policy default (deny)." in html
+    plain = decide(plan, plan.created_at, decision=Decision.MAX_CALLS_EXCEEDED)
+    html = page(auditor_client, reverse("admin:plans_planevent_change", args=[plain.pk]))
+    assert "The policy was not consulted" in html
+
+
 def test_a_policy_version_page_anchors_each_rule(auditor_client, policy_version):
     html = page(
         auditor_client, reverse("admin:policies_policyversion_change", args=[policy_version.pk])
@@ -396,6 +451,8 @@ def test_the_plans_and_decisions_lists_export_what_they_show(auditor_client, age
             "tool": "github_list_issues",
             "decision": "allowed",
             "step": 1,
+            "rule_index": None,
+            "rule_description": "",
             "policy": "default",
             "policy_version": 1,
             "reason": "",

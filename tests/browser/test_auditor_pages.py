@@ -4,6 +4,7 @@ control they cannot use."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -63,6 +64,9 @@ def audited_plan(transactional_db) -> Plan:
         decision=Decision.ALLOWED,
         step=0,
         reason="step 1 of the plan; allow rule admits this call",
+        rule_index=0,
+        rule_description="allow github_* (rules[0])",
+        policy_version=version.number,
     )
     PlanDisplayUpdate.objects.create(
         plan=plan,
@@ -121,7 +125,12 @@ def test_an_auditor_follows_a_plan_through_its_timeline_to_the_policy_version(pa
     expect(page.locator("#content")).to_contain_text("read the team's repositories")
     expect(page.get_by_role("link", name=plan.pk)).to_have_count(1)
 
-    page.get_by_role("link", name="default v1").first.click()
+    expect(page.locator("#content")).to_contain_text('"acme/*"')  # the rule as published
+    expect(page.get_by_role("link", name="default v1")).to_have_count(1)
+
+    page.get_by_role("link", name="allow github_* (rules[0])").click()
+    expect(page).to_have_url(re.compile(r"/admin/policies/policyversion/\d+/change/#rules-0$"))
+    expect(page.locator("#content")).to_contain_text("tessa")
     expect(page.locator("#content")).to_contain_text("read the team's repositories")
     expect(page.locator("#rules-0")).to_contain_text("github_*")
 

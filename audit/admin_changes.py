@@ -1,4 +1,5 @@
-"""Change records for the admin pages that save a model themselves (teams, roles, groups).
+"""Change records for the admin pages that save a model themselves (teams, roles, groups,
+Django's users and permission groups).
 
 Most writes record their change in their service (``members.services``,
 ``policies.services``, ``plans.keys``), so the admin pages that save through a service

@@ -207,6 +207,12 @@ def _display_entry(update: Any) -> TimelineEntry:
     )
 
 
+_ENDINGS = {
+    Plan.Status.COMPLETED: "the agent ended the plan after every required step ran",
+    Plan.Status.ENDED: "the agent ended the plan before every required step ran",
+}
+
+
 def _plan_entries(plan: Plan, now: datetime) -> list[TimelineEntry]:
     """What the plan row itself says happened: issued, revoked, ended, expired."""
     version = plan.policy_version
@@ -245,9 +251,9 @@ def _plan_entries(plan: Plan, now: datetime) -> list[TimelineEntry]:
             TimelineEntry(
                 at=plan.ended_at,
                 kind="ended",
-                label=plan.get_status_display(),
+                label=str(plan.get_status_display()).lower(),
                 badge=plan.status,
-                html=format_html("{}", plan.end_reason or "the agent ended the plan"),
+                html=format_html("{}", plan.end_reason or _ENDINGS.get(plan.status, "")),
             )
         )
     elif plan_display_status(plan, now) == Plan.Status.EXPIRED:

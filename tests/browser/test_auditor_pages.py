@@ -5,16 +5,14 @@ control they cannot use."""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group, User
-from django.utils import timezone
 from playwright.sync_api import expect
 
-from guard.decisions import Decision
+from guard.agent import CallBlocked, Guard
 from members.services import member_upsert, team_get_or_create
-from plans.models import Plan, PlanDisplayUpdate, PlanEvent
+from plans.models import Plan
 from policies.services import policy_set
 from tests.admin.conftest import ensure_admin_groups
 from tests.conftest import POLICY, make_agent, plan_document
@@ -24,6 +22,7 @@ from .conftest import log_in
 pytestmark = [pytest.mark.browser]
 
 PASSWORD = "correct horse battery staple"
+REPO = "acme/public-app"
 
 
 @pytest.fixture(autouse=True)
@@ -40,9 +39,11 @@ def staff(username: str, group: str, teams) -> User:
 
 
 @pytest.fixture
-def audited_plan(transactional_db) -> Plan:
-    """A plan declared through the API under a policy published with an author and a
-    comment, then an allowed call, an ACP update and a blocked call, a second apart."""
+def audited_plan(transactional_db, live_server, settings) -> Plan:
+    """A plan run by a real guard against the live server, under a policy published with
+    an author and a comment: declared, one allowed call, one blocked call, closed. The
+    guard reports its decisions (with the rule and version that decided), the ACP updates
+    it showed and the plan's end through the real API."""
     acme = team_get_or_create(slug="default", name="Acme")
     version = policy_set(
         team=acme,
@@ -53,47 +54,28 @@ def audited_plan(transactional_db) -> Plan:
     )
     member_upsert(team=acme, email="alice@acme.dev", name="Alice", role="engineer")
     agent = make_agent(acme, "summariser", version)
-    declared = agent.client.post("/v1/plans", {"plan": plan_document()}, format="json")
-    assert declared.status_code == 201, declared.content
-    plan = Plan.objects.get(pk=declared.json()["id"])
-    start = timezone.now() + timedelta(seconds=2)
-    PlanEvent.objects.create(
-        plan=plan,
-        occurred_at=start,
-        tool="github_list_issues",
-        decision=Decision.ALLOWED,
-        step=0,
-        reason="step 1 of the plan; allow rule admits this call",
-        rule_index=0,
-        rule_description="allow github_* (rules[0])",
-        policy_version=version.number,
+    guard = Guard(
+        live_server.url,
+        agent.api_key,
+        issuer=settings.PLANGATE_ISSUER,
+        acp_sink=lambda message: None,
+        report_interval=0.05,
     )
-    PlanDisplayUpdate.objects.create(
-        plan=plan,
-        occurred_at=start + timedelta(seconds=1),
-        message={
-            "sessionId": "s1",
-            "update": {
-                "sessionUpdate": "plan_update",
-                "plan": {
-                    "type": "items",
-                    "planId": plan.pk,
-                    "entries": [
-                        {"content": "List issues", "priority": "high", "status": "completed"},
-                        {"content": "Read one", "priority": "low", "status": "pending"},
-                    ],
-                },
-            },
-        },
-    )
-    PlanEvent.objects.create(
-        plan=plan,
-        occurred_at=start + timedelta(seconds=2),
-        tool="github_delete_repo",
-        decision=Decision.NOT_IN_PLAN,
-        reason="no step of the plan calls github_delete_repo",
-    )
-    return plan
+    try:
+        declared = guard.declare(
+            plan_document(
+                steps=[
+                    {"tool": "github_list_issues", "args": {"repo": {"eq": REPO}}},
+                    {"tool": "github_get_issue", "args": {"repo": {"eq": REPO}}},
+                ]
+            )
+        )
+        guard.call("github_list_issues", {"repo": REPO}, lambda repo: [])
+        with pytest.raises(CallBlocked):
+            guard.call("github_delete_repo", {"repo": REPO}, lambda repo: None)
+    finally:
+        guard.close()
+    return Plan.objects.get(pk=declared.plan_id)
 
 
 def test_an_auditor_follows_a_plan_through_its_timeline_to_the_policy_version(page, audited_plan):
@@ -109,17 +91,20 @@ def test_an_auditor_follows_a_plan_through_its_timeline_to_the_policy_version(pa
 
     page.get_by_role("link", name="Timeline", exact=True).click()
     rows = page.locator("#timeline > tbody > tr")
-    expect(rows).to_have_count(5)
-    kinds = [rows.nth(index).get_attribute("data-kind") for index in range(5)]
-    assert kinds == ["issued", "token", "decision", "display", "decision"]
-    times = page.locator("#timeline time").all_inner_texts()
+    expect(rows.first).to_contain_text("plan issued")
+    kinds = [row.get_attribute("data-kind") for row in rows.all()]
+    assert kinds[:2] == ["issued", "token"] and kinds[-1] == "ended"
+    assert kinds.count("decision") == 2 and kinds.count("display") >= 2
+    times = page.locator("#timeline > tbody > tr time").all_inner_texts()
     assert times == sorted(times) and all(len(time) == len("2026-12-01 09:00:00") for time in times)
-    expect(rows.nth(2)).to_contain_text("github_list_issues")
-    expect(rows.nth(2)).to_contain_text("step 1")
-    expect(rows.nth(3)).to_contain_text("2 entries: 1 completed, 1 pending")
-    expect(rows.nth(4)).to_contain_text("no step of the plan calls github_delete_repo")
+    allowed, blocked = (rows.nth(index) for index, kind in enumerate(kinds) if kind == "decision")
+    expect(allowed).to_contain_text("github_list_issues")
+    expect(allowed).to_contain_text("step 1")
+    expect(blocked).to_contain_text("github_delete_repo")
+    expect(blocked).to_contain_text("not_in_plan")
+    expect(rows.last).to_contain_text("completed")  # no step was required
 
-    rows.nth(2).get_by_role("link", name="decision").click()
+    allowed.get_by_role("link", name="decision").click()
     expect(page.locator("#content")).to_contain_text("step 1: github_list_issues")
     expect(page.locator("#content")).to_contain_text("tessa")
     expect(page.locator("#content")).to_contain_text("read the team's repositories")
@@ -128,7 +113,7 @@ def test_an_auditor_follows_a_plan_through_its_timeline_to_the_policy_version(pa
     expect(page.locator("#content")).to_contain_text('"acme/*"')  # the rule as published
     expect(page.get_by_role("link", name="default v1")).to_have_count(1)
 
-    page.get_by_role("link", name="allow github_* (rules[0])").click()
+    page.locator("#content").get_by_role("link", name=re.compile(r"\(rules\[0\]\)")).click()
     expect(page).to_have_url(re.compile(r"/admin/policies/policyversion/\d+/change/#rules-0$"))
     expect(page.locator("#content")).to_contain_text("tessa")
     expect(page.locator("#content")).to_contain_text("read the team's repositories")

@@ -207,7 +207,7 @@ def _display_entry(update: Any) -> TimelineEntry:
     )
 
 
-_ENDINGS = {
+_ENDINGS: dict[str, str] = {
     Plan.Status.COMPLETED: "the agent ended the plan after every required step ran",
     Plan.Status.ENDED: "the agent ended the plan before every required step ran",
 }

@@ -29,6 +29,20 @@ from .chain import record_at
 from .models import ActivityRecord, AuditRecord, RefusedAttempt, UnattributedRefusal
 
 
+class KindFilter(admin.SimpleListFilter):
+    """The kinds a list can hold: every kind on the trail, its own on a filtered list."""
+
+    title = "kind"
+    parameter_name = "kind"
+
+    def lookups(self, request, model_admin):
+        kinds = getattr(model_admin.model, "KINDS", None) or list(AuditRecord.Kind)
+        return [(kind.value, kind.label) for kind in kinds]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(kind=self.value()) if self.value() else queryset
+
+
 class AgentFilter(TextInputFilter):
     title = "agent"
     parameter_name = "agent"
@@ -111,7 +125,7 @@ class AuditRecordAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         "team",
     ]
     list_filter: ClassVar[list[Any]] = [
-        "kind",
+        KindFilter,
         AgentFilter,
         UserFilter,
         ("code", admin.AllValuesFieldListFilter),

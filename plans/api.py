@@ -177,7 +177,7 @@ class PlanRefreshView(RecordedRefusalsView):
     refusal_kind = AuditRecord.Kind.REFRESH_REFUSED
 
     def refusal_context(self, request: Request) -> RefusalContext:
-        return refresh_context(str(self.kwargs.get("plan_id", "")))
+        return refresh_context(str(self.kwargs.get("plan_id", "")), agent=self.calling_agent)
 
     @extend_schema(
         operation_id="plans_refresh",

@@ -37,10 +37,11 @@ from guard.policy_evaluation import StepDenial, rule_description
 from kernel.problems import DomainError
 from members.models import Agent
 
+from .models import Plan
+
 if TYPE_CHECKING:
     from policies.models import PolicyVersion
 
-    from .models import Plan
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +61,11 @@ class RefusalContext:
     """What a refused request was about, as far as its checks got before the refusal."""
 
     user: str = ""
+    #: the agent's own plan the request was about
     plan_id: str = ""
+    #: a plan id the request named that is not known to be the agent's own: kept in the
+    #: record's details only, so another team's plan never shows this team's attempts
+    named_plan_id: str = ""
     plan_hash: str = ""
     policy: str = ""
     policy_version: int | None = None
@@ -71,6 +76,7 @@ class RefusalContext:
 
     def plan_from(self, plan: Plan) -> None:
         self.plan_id, self.plan_hash, self.user = plan.id, plan.hash, plan.member.email
+        self.named_plan_id = ""
 
 
 class PlanRefused(DomainError):
@@ -111,9 +117,15 @@ def declaration_context(body: object) -> RefusalContext:
     return context
 
 
-def refresh_context(plan_id: str) -> RefusalContext:
-    """What a refresh refused before the service ran was about: the plan id it named."""
-    return RefusalContext(plan_id=plan_id if _PLAN_ID.fullmatch(plan_id) else "")
+def refresh_context(plan_id: str, *, agent: Agent | None = None) -> RefusalContext:
+    """What a refresh was about: the plan id it named (when it is one), and, given the
+    ``agent`` (a refusal before the service ran), that plan when it is the agent's own."""
+    context = RefusalContext(named_plan_id=plan_id if _PLAN_ID.fullmatch(plan_id) else "")
+    if agent is not None and context.named_plan_id:
+        plan = Plan.objects.select_related("member").filter(pk=plan_id, agent=agent).first()
+        if plan is not None:
+            context.plan_from(plan)
+    return context
 
 
 def denial_rule(policy_document: Mapping[str, Any], denials: list[StepDenial]) -> dict[str, Any]:
@@ -230,6 +242,7 @@ def refusal_record(
                 details={
                     "status": error.status,
                     "errors": [{"path": e.path, "detail": e.detail} for e in error.errors],
+                    **({"planId": context.named_plan_id} if context.named_plan_id else {}),
                 },
             )
     except Exception:

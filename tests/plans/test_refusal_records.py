@@ -45,8 +45,8 @@ def declare(client: APIClient, body: object):
     return client.post("/v1/plans", body, format="json")
 
 
-def declared(persona) -> dict:
-    response = declare(persona.client, {"plan": plan_document()})
+def declared(persona, **plan_fields) -> dict:
+    response = declare(persona.client, {"plan": plan_document(**plan_fields)})
     assert response.status_code == 201, response.content
     return response.json()
 
@@ -262,7 +262,38 @@ def test_a_refresh_of_no_plan_keeps_no_plan_id_that_is_not_one(agent):
 
     assert_problem(refresh(agent, "x" * 26, issued["token"]), 404, Code.PLAN_NOT_FOUND)
 
-    assert only_record(Kind.REFRESH_REFUSED).plan_id == ""
+    record = only_record(Kind.REFRESH_REFUSED)
+    assert record.plan_id == ""
+    assert "planId" not in record.details
+
+
+def test_a_refresh_of_another_teams_plan_names_it_only_in_the_details(agent, other_agent):
+    theirs = declared(other_agent, user="olga@globex.test")
+    ours = declared(agent)
+
+    response = refresh(agent, theirs["id"], ours["token"])
+
+    assert_problem(response, 404, Code.PLAN_NOT_FOUND)
+    record = only_record(Kind.REFRESH_REFUSED)
+    assert record.team_id == agent.team.pk
+    # Their plan's timeline (records by plan id) must not show another team's attempt.
+    assert (record.plan_id, record.plan_hash, record.user) == ("", "", "")
+    assert record.details["planId"] == theirs["id"]
+
+
+def test_a_refusal_before_the_service_names_the_agents_own_plan(agent, other_agent):
+    theirs, ours = declared(other_agent, user="olga@globex.test"), declared(agent)
+    for plan_id in (ours["id"], theirs["id"]):
+        agent.client.post(f"/v1/plans/{plan_id}/refresh", {"tokn": "x"}, format="json")
+
+    mine, other = AuditRecord.objects.filter(kind=Kind.REFRESH_REFUSED).order_by("id")
+    assert (mine.plan_id, mine.plan_hash, mine.user) == (
+        ours["id"],
+        ours["planHash"],
+        "alice@acme.dev",
+    )
+    assert "planId" not in mine.details
+    assert (other.plan_id, other.details["planId"]) == ("", theirs["id"])
 
 
 # --- successes ----------------------------------------------------------------------------

@@ -180,6 +180,38 @@ def test_the_timeline_holds_everything_in_time_order_to_the_second(auditor_clien
     assert "by tessa" in html and "the member left" in html
 
 
+def test_one_blocked_call_has_one_step_number_on_every_page(auditor_client, plan):
+    event = decide(
+        plan,
+        plan.created_at + timedelta(seconds=1),
+        tool="github_get_issue",
+        decision=Decision.NOT_IN_PLAN,
+        step=1,
+        reason="the arguments match no step for github_get_issue (step 2: repo must ...)",
+    )
+    plan_html = page(auditor_client, reverse("admin:plans_plan_change", args=[plan.pk]))
+    blocked = plan_html.split('id="blocked"', 1)[1].split("</table>", 1)[0]
+    listed = page(auditor_client, reverse("admin:plans_planevent_changelist"), {"q": plan.pk})
+    own = page(auditor_client, reverse("admin:plans_planevent_change", args=[event.pk]))
+    timeline = timeline_page(auditor_client, plan)
+
+    assert "<td>2</td>" in blocked and "<td>1</td>" not in blocked
+    assert "step 2" in listed and "step 1" not in listed
+    assert "step 2: <code>github_get_issue</code>" in own
+    assert "step 2" in timeline and "step 1" not in timeline
+
+
+def test_the_plan_page_says_who_revoked_it_and_why(auditor_client, plan):
+    Plan.objects.filter(pk=plan.pk).update(
+        status=Plan.Status.REVOKED,
+        revoked_at=timezone.now(),
+        revoked_by="tessa",
+        revoke_reason="the member left",
+    )
+    html = page(auditor_client, reverse("admin:plans_plan_change", args=[plan.pk]))
+    assert "Revoked by" in html and "tessa" in html and "the member left" in html
+
+
 def test_an_ended_plan_shows_its_end_and_the_decisions_that_were_not_delivered(
     auditor_client, plan
 ):

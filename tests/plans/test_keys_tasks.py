@@ -28,6 +28,7 @@ def test_beat_checks_for_a_due_rotation_every_check_interval_and_sweeps_expired_
     assert tasks == {
         "plans.tasks.rotate_signing_keys": settings.KEY_ROTATION_CHECK_SECONDS,
         "plans.tasks.expire_plans": settings.PLAN_EXPIRY_SWEEP_SECONDS,
+        "audit.tasks.seal_audit_records": settings.AUDIT_SEAL_SECONDS,
     }
     assert set(tasks) <= set(app.tasks)
     # Checks, not one tick a period: a tick the broker lost costs minutes, not a day.

@@ -37,7 +37,6 @@ from .api_schema import (
 from .event_intake import plan_events_record
 from .keys import jwks_document
 from .records import (
-    PlanRefused,
     RefusalContext,
     declaration_context,
     refresh_context,
@@ -102,9 +101,7 @@ class RecordedRefusalsView(AgentAPIView):
     """
 
     refusal_kind: ClassVar[AuditRecord.Kind]
-    _NOT_STORED: ClassVar[frozenset[Code]] = frozenset(
-        {Code.THROTTLED, Code.DATABASE_UNAVAILABLE, Code.SERVER_ERROR}
-    )
+    _NOT_STORED: ClassVar[frozenset[Code]] = frozenset({Code.THROTTLED, Code.DATABASE_UNAVAILABLE})
 
     calling_agent: Agent | None = None
 
@@ -119,15 +116,14 @@ class RecordedRefusalsView(AgentAPIView):
 
     def handle_exception(self, exc: Exception) -> Response:
         agent = self.calling_agent
-        error = to_domain_error(exc)
+        error = to_domain_error(exc)  # None: a server error, not a refusal
         if agent is not None and error is not None and error.code not in self._NOT_STORED:
-            # The service says what it refused; a refusal before it ran is read off the request.
-            context = (
-                error.context
-                if isinstance(error, PlanRefused)
-                else self.refusal_context(self.request)
+            refusal_record(
+                kind=self.refusal_kind,
+                agent=agent,
+                error=error,
+                request_context=lambda: self.refusal_context(self.request),
             )
-            refusal_record(kind=self.refusal_kind, agent=agent, error=error, context=context)
         return super().handle_exception(exc)
 
 

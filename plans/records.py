@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
@@ -219,15 +219,21 @@ def plan_revoked_record(*, plan: Plan, by: str, reason: str, at: datetime) -> Au
 
 
 def refusal_record(
-    *, kind: AuditRecord.Kind, agent: Agent, error: DomainError, context: RefusalContext
+    *,
+    kind: AuditRecord.Kind,
+    agent: Agent,
+    error: DomainError,
+    request_context: Callable[[], RefusalContext],
 ) -> AuditRecord | None:
     """Append the record of a refused declaration or refresh, in a transaction of its own.
 
-    Called once the refused request's own writes are rolled back. Never raises: the agent
-    is answered its refusal whether or not the trail could take the record (the failure is
-    logged, with the refusal's code, for the operator).
+    What was refused is the service's PlanRefused context, or, for a refusal made before
+    the service ran, ``request_context()``. Called once the refused request's own writes are
+    rolled back. Never raises: the agent is answered its refusal whether or not the trail
+    could take the record (the failure is logged, with the refusal's code).
     """
     try:
+        context = error.context if isinstance(error, PlanRefused) else request_context()
         with transaction.atomic():
             return record_append(
                 **_agent_fields(agent),

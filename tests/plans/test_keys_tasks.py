@@ -10,6 +10,7 @@ from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 
+from audit.tasks import seal_audit_records
 from controlplane.celery import app
 from plans.keys import RotationResult, signing_keys_bootstrap
 from plans.models import Plan
@@ -28,7 +29,7 @@ def test_beat_checks_for_a_due_rotation_every_check_interval_and_sweeps_expired_
     assert tasks == {
         "plans.tasks.rotate_signing_keys": settings.KEY_ROTATION_CHECK_SECONDS,
         "plans.tasks.expire_plans": settings.PLAN_EXPIRY_SWEEP_SECONDS,
-        "audit.tasks.seal_audit_records": settings.AUDIT_SEAL_SECONDS,
+        seal_audit_records.name: settings.AUDIT_SEAL_SECONDS,
     }
     assert set(tasks) <= set(app.tasks)
     # Checks, not one tick a period: a tick the broker lost costs minutes, not a day.

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -147,6 +147,17 @@ class RequestBodySerializer(serializers.Serializer):
         serializer = cls(data=data)
         serializer.is_valid(raise_exception=True)
         return cast(dict[str, Any], serializer.validated_data)
+
+
+class RequestBodySchema(OpenApiSerializerExtension):
+    """The schema says what RequestBodySerializer enforces: no other keys."""
+
+    target_class = RequestBodySerializer
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction) -> dict:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        return {**schema, "additionalProperties": False}
 
 
 class PlanDeclarationSerializer(RequestBodySerializer):

@@ -382,3 +382,13 @@ def test_the_ttl_bounds_are_the_settings_when_the_body_is_checked(agent):
     assert response.status_code == 201, response.content
     claims = claims_of(response.json()["token"])
     assert claims["exp"] - claims["iat"] == 20
+
+
+def test_the_schema_says_a_body_has_no_other_keys(client):
+    schemas = client.get("/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()[
+        "components"
+    ]["schemas"]
+
+    for name, required in (("PlanDeclarationRequest", ["plan"]), ("PlanRefreshRequest", ["token"])):
+        assert schemas[name]["additionalProperties"] is False, name
+        assert schemas[name]["required"] == required, name

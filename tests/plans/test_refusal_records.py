@@ -374,3 +374,15 @@ def test_a_throttled_request_is_counted_not_stored(agent):
 
     assert unattributed() == {Code.THROTTLED: 1}
     assert list(plan_records().values_list("kind", flat=True)) == [Kind.PLAN_ISSUED]
+
+
+@override_settings(PLANGATE_AUTH_FAILURE_LIMIT="1/day")
+def test_an_address_over_its_failed_authentication_limit_is_counted_as_throttled(db):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Bearer pg_unknown_key")
+
+    assert_problem(declare(client, {"plan": plan_document()}), 401, Code.INVALID_API_KEY)
+    assert_problem(declare(client, {"plan": plan_document()}), 429, Code.THROTTLED)
+
+    assert unattributed() == {Code.INVALID_API_KEY: 1, Code.THROTTLED: 1}
+    assert not AuditRecord.objects.exists()

@@ -13,8 +13,9 @@ policy version that refused) is known where the checks run: the services raise
 as the checks got. A refusal made before a service ran (a malformed body, a disabled
 agent) is described from the body alone.
 
-Agents act as ``agent:<id>`` (:func:`agent_actor`); the record also names the agent by id
-and name, so the trail reads the same after the agent is renamed or deleted.
+Agents act as ``agent:<id>`` (:func:`agent_actor`, the one spelling, which the event intake
+uses too); the record also keeps the agent's name, so the trail reads the same after the
+agent is renamed or deleted.
 """
 
 from __future__ import annotations

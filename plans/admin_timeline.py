@@ -37,8 +37,8 @@ from .selectors import decisions_with_policy_version
 HEAD = 100
 TAIL = 100
 
-# Order of entries within the same second: the plan exists before its first token, a
-# token before the calls it allows, the end last.
+# Order of entries stamped with the same instant: the plan exists before its first token,
+# a token before the calls it allows, the end last.
 _RANK = {
     "issued": 0,
     "token": 1,
@@ -60,12 +60,12 @@ class TimelineEntry:
     badge: str
     html: SafeString
     row_id: int = 0
+    #: when it goes in the order, if not ``at`` (see ``_token_entry``)
+    ordered_at: datetime | None = None
 
     @property
-    def sort_key(self) -> tuple[datetime, int, datetime, int]:
-        # A token's time is its ``iat``, whole seconds: within one second, the kind decides
-        # (the plan, then its token, then the calls), then the exact time.
-        return (self.at.replace(microsecond=0), _RANK[self.kind], self.at, self.row_id)
+    def sort_key(self) -> tuple[datetime, int, int]:
+        return (self.ordered_at or self.at, _RANK[self.kind], self.row_id)
 
 
 @dataclass(frozen=True)
@@ -102,11 +102,16 @@ def _seconds(value: datetime) -> str:
 # --- the entries --------------------------------------------------------------------------
 
 
-def _token_entry(token: PlanToken) -> TimelineEntry:
+def _token_entry(token: PlanToken, plan: Plan) -> TimelineEntry:
+    """A token's time is its ``iat``, in whole seconds, so it may read a little before the
+    instant it was signed: a token is never ordered before its plan (the first one is
+    signed in the plan's own transaction), nor after the calls made with it in that
+    second."""
     version = token.policy_version
     issued = token.kind == PlanToken.Kind.ISSUE
     return TimelineEntry(
         at=token.issued_at,
+        ordered_at=max(token.issued_at, plan.created_at),
         kind="token",
         label="token signed" if issued else "token refreshed",
         badge="ok",
@@ -301,7 +306,9 @@ def _sources(plan: Plan) -> dict[str, _Source]:
     )
     return {
         "tokens": _Source(
-            plan.tokens.select_related("policy_version__policy"), "issued_at", _token_entry
+            plan.tokens.select_related("policy_version__policy"),
+            "issued_at",
+            lambda token: _token_entry(token, plan),
         ),
         "decisions": _Source(decisions, "occurred_at", _decision_entry),
         "records": _Source(records, "at", _record_entry),

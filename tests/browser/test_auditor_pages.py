@@ -95,6 +95,7 @@ def test_an_auditor_follows_a_plan_through_its_timeline_to_the_policy_version(pa
     kinds = [row.get_attribute("data-kind") for row in rows.all()]
     assert kinds[:2] == ["issued", "token"] and kinds[-1] == "ended"
     assert kinds.count("decision") == 2 and kinds.count("display") >= 2
+    assert kinds.index("display") < kinds.index("decision")  # the user saw the plan first
     times = page.locator("#timeline > tbody > tr time").all_inner_texts()
     assert times == sorted(times) and all(len(time) == len("2026-12-01 09:00:00") for time in times)
     allowed, blocked = (rows.nth(index) for index, kind in enumerate(kinds) if kind == "decision")

@@ -35,6 +35,7 @@ from audit.services import record_append
 from guard.errors import DocumentInvalid
 from guard.plan import plan_hash, validate_plan
 from guard.policy_evaluation import StepDenial, rule_description
+from kernel.json_format import compact_json
 from kernel.problems import DomainError
 from members.models import Agent
 
@@ -101,11 +102,13 @@ def refusals_described(context: RefusalContext) -> Iterator[RefusalContext]:
 
 
 def given_user(document: object) -> str:
-    """The plan's ``user`` exactly as the request gave it, when it gave a string."""
-    user = document.get("user") if isinstance(document, Mapping) else None
-    if not isinstance(user, str):
+    """The plan's ``user`` exactly as the request gave it: a string as it is, any other
+    value as its JSON (``5``, ``null``), "" when there was none."""
+    if not isinstance(document, Mapping) or "user" not in document:
         return ""
-    return user if len(user) <= _USER_LENGTH else user[: _USER_LENGTH - 1] + "…"
+    user = document["user"]
+    text = user if isinstance(user, str) else compact_json(user)
+    return text if len(text) <= _USER_LENGTH else text[: _USER_LENGTH - 1] + "…"
 
 
 def declaration_context(body: object) -> RefusalContext:

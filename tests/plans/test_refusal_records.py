@@ -386,3 +386,22 @@ def test_an_address_over_its_failed_authentication_limit_is_counted_as_throttled
 
     assert unattributed() == {Code.INVALID_API_KEY: 1, Code.THROTTLED: 1}
     assert not AuditRecord.objects.exists()
+
+
+@pytest.mark.parametrize(("user", "recorded"), [(5, "5"), (None, "null"), (["a"], '["a"]')])
+def test_a_user_that_is_not_a_string_is_recorded_as_its_json(agent, user, recorded):
+    document = plan_document(user=user)
+
+    assert_problem(declare(agent.client, {"plan": document}), 400, Code.INVALID_PLAN)
+
+    assert only_record(Kind.PLAN_REFUSED).user == recorded
+
+
+def test_a_very_long_user_is_cut_and_marked(agent):
+    user = "a" * 300 + "@acme.dev"
+
+    declare(agent.client, {"plan": plan_document(user=user)})
+
+    recorded = only_record(Kind.PLAN_REFUSED).user
+    assert len(recorded) == 254
+    assert recorded == user[:253] + "…"

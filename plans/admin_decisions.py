@@ -18,6 +18,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.text import Truncator
 
 from guard.decisions import Decision
 from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
@@ -162,15 +163,13 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
 
     list_display = [
         "occurred",
-        "plan_link",
+        "plan_column",
         "member_email",
         "agent_name",
-        "tool_code",
-        "decision",
-        "step_shown",
+        "call_column",
+        "decision_column",
         "rule_column",
         "policy_version_link",
-        "reason",
     ]
     list_filter = [
         DecisionAgentFilter,
@@ -266,6 +265,39 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
             timeline_url(event.plan),
         )
 
+    @admin.display(description="plan", ordering="plan")
+    def plan_column(self, event: PlanEvent) -> str:
+        # The whole id on hover and in search; its random tail tells plans apart.
+        return format_html(
+            '<a href="{}" title="{}" class="plangate-nowrap"><code>…{}</code></a>',
+            reverse("admin:plans_plan_change", args=[event.plan_id]),
+            event.plan_id,
+            event.plan_id[-8:],
+        )
+
+    @admin.display(description="tool · step", ordering="tool")
+    def call_column(self, event: PlanEvent) -> str:
+        return format_html(
+            '<code>{}</code><br><span class="plangate-quiet">{}</span>',
+            event.tool,
+            step_label(event.step),
+        )
+
+    @admin.display(description="decision · reason", ordering="decision")
+    def decision_column(self, event: PlanEvent) -> str:
+        allowed = event.decision == Decision.ALLOWED
+        badge = format_html(
+            '<span class="plangate-badge {}">{}</span>', "ok" if allowed else "bad", event.decision
+        )
+        if not event.reason:
+            return badge
+        return format_html(
+            '{}<br><small title="{}">{}</small>',
+            badge,
+            event.reason,
+            Truncator(event.reason).chars(60),
+        )
+
     @admin.display(description="member", ordering="plan__member__email")
     def member_email(self, event: PlanEvent) -> str:
         return event.plan.member.email
@@ -328,7 +360,7 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
 
     @admin.display(description="rule")
     def rule_column(self, event: DecisionRow) -> str:
-        return decision_rule_html(event, event.decided_under_version_id)
+        return decision_rule_html(event, event.decided_under_version_id, shorten=True)
 
     @admin.display(description="step planned")
     def planned_step(self, event: PlanEvent) -> str:

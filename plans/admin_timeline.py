@@ -135,17 +135,21 @@ def decision_rule(event: PlanEvent) -> tuple[int | None, str]:
     return (event.rule_index, event.rule_description)
 
 
-def decision_rule_html(event: PlanEvent, version_id: int | None) -> SafeString:
+def decision_rule_html(
+    event: PlanEvent, version_id: int | None, *, shorten: bool = False
+) -> SafeString:
     """The rule as the guard described it (``allow github_* (rules[0])``), linked to that
     rule of the version the decision was made under; the default's description unlinked;
     "—" when the policy was not consulted (the plan or its budget decided)."""
     rule_index, description = decision_rule(event)
-    if rule_index is None:
-        return format_html("{}", description or "—")
-    text = format_html("{}", description or f"rules[{rule_index}]")
-    if version_id is None:
-        return text
-    return format_html('<a href="{}">{}</a>', _version_anchor(version_id, rule_index), text)
+    full = description or ("—" if rule_index is None else f"rules[{rule_index}]")
+    # A list column keeps the end of the description, where the guard puts "(rules[n])".
+    shown = f"…{full[-40:]}" if shorten and len(full) > 41 else full
+    if rule_index is None or version_id is None:
+        return format_html('<span title="{}">{}</span>', full, shown)
+    return format_html(
+        '<a href="{}" title="{}">{}</a>', _version_anchor(version_id, rule_index), full, shown
+    )
 
 
 def _decision_entry(event: Any) -> TimelineEntry:

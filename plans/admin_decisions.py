@@ -195,7 +195,7 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
                     "member_email",
                     "agent_name",
                     "tool_code",
-                    "decision",
+                    "decision_column",
                     "planned_step",
                     "reason",
                 ]
@@ -214,7 +214,7 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         "member_email",
         "agent_name",
         "tool_code",
-        "decision",
+        "decision_column",
         "planned_step",
         "reason",
         "policy_version_shown",
@@ -246,6 +246,10 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         context = {"title": "Guard decisions", **(extra_context or {})}
         return super().changelist_view(request, context)
 
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        context = {"title": "Guard decision", **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, context)
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[PlanEvent]:
         return decisions_with_policy_version(super().get_queryset(request))
 
@@ -260,9 +264,10 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
     @admin.display(description="plan", ordering="plan")
     def plan_link(self, event: PlanEvent) -> str:
         return format_html(
-            '{} · <a href="{}">timeline</a>',
+            '{} · <a href="{}">timeline</a><br><span class="plangate-note">{}</span>',
             admin_link(event.plan, event.plan_id),
             timeline_url(event.plan),
+            Truncator(event.plan.goal).chars(120),
         )
 
     @admin.display(description="plan", ordering="plan")

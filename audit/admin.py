@@ -80,6 +80,14 @@ class PolicyVersionFilter(TextInputFilter):
         return queryset.filter(policy_version=int(version)) if version.isdigit() else queryset
 
 
+class DayFilter(admin.DateFieldListFilter):
+    """The record's day (the field is named ``at``, which reads badly as "By at")."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.title = "day"
+
+
 def _team_slug(record: AuditRecord) -> str:
     return record.team.slug
 
@@ -130,7 +138,7 @@ class AuditRecordAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         UserFilter,
         ("code", admin.AllValuesFieldListFilter),
         PolicyVersionFilter,
-        ("at", admin.DateFieldListFilter),
+        ("at", DayFilter),
     ]
     search_fields = ["=plan_id", "=user"]
     search_help_text = "Search by plan id or user (exact)."
@@ -235,6 +243,8 @@ class AuditRecordAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
 
     @admin.display(description="rule")
     def rule_json(self, record: AuditRecord) -> str:
+        if record.rule is None:
+            return "—"
         return format_html('<pre class="plangate-pre">{}</pre>', pretty_json(record.rule))
 
     @admin.display(description="details")
@@ -301,7 +311,7 @@ class ActivityRecordAdmin(FilteredKindsAdmin):
         AgentFilter,
         PolicyVersionFilter,
         ("actor", admin.AllValuesFieldListFilter),
-        ("at", admin.DateFieldListFilter),
+        ("at", DayFilter),
     ]
     search_fields = ["=user", "=actor", "=plan_id"]
     search_help_text = "Search by user, actor or plan id (exact)."

@@ -5,8 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+from datetime import timedelta
+from urllib.parse import urlencode
 
 import pytest
+from django.utils import timezone
 
 from audit.models import AuditRecord
 from audit.services import records_seal
@@ -191,3 +194,14 @@ def test_an_export_with_a_filter_it_cannot_apply_goes_back_to_the_list(trail, au
     response = auditor_client.get(f"{TRAIL}export/csv/?no_such_field=1")
     assert response.status_code == 302
     assert response["Location"].endswith("?e=1")
+
+
+def test_the_trail_filters_by_day(trail, auditor_client):
+    today = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    day = timedelta(days=1)
+    query = urlencode({"at__gte": str(today), "at__lt": str(today + day)})
+    response = auditor_client.get(f"{TRAIL}?{query}")
+    assert len(response.context["cl"].result_list) == AuditRecord.objects.filter(team=trail).count()
+    yesterday = urlencode({"at__gte": str(today - day), "at__lt": str(today)})
+    assert len(auditor_client.get(f"{TRAIL}?{yesterday}").context["cl"].result_list) == 0
+    assert "By day" in response.content.decode()

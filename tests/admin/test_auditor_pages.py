@@ -565,3 +565,34 @@ def test_auditor_lists_and_pages_do_not_query_per_row(auditor_client, team, agen
     for index in range(1, 20):
         grow(team, agent, index)
     assert measure() == few
+
+
+def test_no_link_an_auditor_can_follow_answers_forbidden(auditor_client, agent, issued):
+    """Crawl every admin page an auditor can reach from the index (each path once) and
+    follow every link on it: none leads to a 403."""
+    plan = issued.plan
+    decide(plan, plan.created_at, step=0, rule_index=0, rule_description="allow (rules[0])")
+    PlanDisplayUpdate.objects.create(plan=plan, message=items_update("pending"))
+    record_append(team=plan.team, kind=AuditRecord.Kind.REFRESH_REFUSED, plan_id=plan.pk, code="x")
+    seen_paths: set[str] = set()
+    queue = [("/admin/", "")]
+    forbidden: list[tuple[str, str]] = []  # (link, the page it was on)
+    pages = 0
+    while queue and pages < 400:
+        url, found_on = queue.pop(0)
+        response = auditor_client.get(url)
+        pages += 1
+        if response.status_code == 403:
+            forbidden.append((url, found_on))
+            continue
+        if response.status_code != 200 or "text/html" not in response.get("Content-Type", ""):
+            continue
+        for href in re.findall(r'href="(/admin/[^"#]*)', response.content.decode()):
+            href = href.replace("&amp;", "&")
+            path = href.split("?", 1)[0]
+            if path in seen_paths or "/logout/" in path or "/export/" in path:
+                continue
+            seen_paths.add(path)
+            queue.append((href, url))
+    assert pages > 30  # the crawl reached the auditor's pages
+    assert forbidden == []

@@ -21,6 +21,7 @@ from django.utils.text import Truncator
 
 from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
 from kernel.admin_export import ExportColumns, ExportMixin
+from kernel.admin_scoping import sees_several_teams
 from kernel.admin_widgets import TextInputFilter
 from kernel.json_format import compact_json, pretty_json
 
@@ -169,6 +170,13 @@ class AuditRecordAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
 
     def changelist_view(self, request, extra_context=None):
         return super().changelist_view(request, {"title": self.list_title, **(extra_context or {})})
+
+    def get_list_filter(self, request: HttpRequest):
+        filters = list(super().get_list_filter(request))
+        # Like the team column: only for those who see several teams.
+        if sees_several_teams(request):
+            filters.append(("team", admin.RelatedOnlyFieldListFilter))
+        return filters
 
     @admin.display(description="at", ordering="at")
     def when(self, record: AuditRecord) -> str:

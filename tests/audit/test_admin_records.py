@@ -205,3 +205,15 @@ def test_the_trail_filters_by_day(trail, auditor_client):
     yesterday = urlencode({"at__gte": str(today - day), "at__lt": str(today)})
     assert len(auditor_client.get(f"{TRAIL}?{yesterday}").context["cl"].result_list) == 0
     assert "By day" in response.content.decode()
+
+
+def test_a_team_filter_only_for_those_who_see_several_teams(
+    trail, other_team, superuser_client, auditor_client
+):
+    def titles(client) -> list[str]:
+        return [spec.title for spec in client.get(TRAIL).context["cl"].filter_specs]
+
+    assert "team" in titles(superuser_client)
+    assert "team" not in titles(auditor_client)
+    only_globex = superuser_client.get(TRAIL + f"?team__id__exact={other_team.pk}")
+    assert {r.team_id for r in only_globex.context["cl"].result_list} == {other_team.pk}

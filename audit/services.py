@@ -1,6 +1,9 @@
-"""Appending to the audit trail. Every door's write calls ``record_append`` (or
-``records_append`` for many) inside its own transaction, so a record exists exactly when
-what it describes does; a refusal, which writes nothing else, is appended on its own."""
+"""Appending to the audit trail, and sealing it.
+
+Every door's write calls ``record_append`` (or ``records_append`` for many) inside its own
+transaction, so a record exists exactly when what it describes does; a refusal, which
+writes nothing else, is appended on its own. Records are appended unsealed; the worker's
+``records_seal`` chains them a few seconds later (``audit.chain`` says what is hashed)."""
 
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 import threading
 import time
 import uuid
@@ -63,6 +64,7 @@ from guard.plan import plan_hash, validate_plan
 __all__ = ["Guard"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+_PLAN_ID = re.compile(r"[0-9A-Za-z]{26}")
 
 
 def _field_errors(errors: list[FieldError]) -> list[dict[str, Any]]:
@@ -260,7 +262,12 @@ class Guard:
         """Tell the control plane that the plan it issued will not run here: the token was
         refused (``token_refused``), or its keys could not be fetched to check it."""
         plan_id = body.get("id")
-        if self._reporter is None or not isinstance(plan_id, str) or not plan_id:
+        # Only a plan id (a ULID) goes into the events URL: the answer was not trusted.
+        if (
+            self._reporter is None
+            or not isinstance(plan_id, str)
+            or not _PLAN_ID.fullmatch(plan_id)
+        ):
             return
         refused = error.code in (TOKEN_INVALID, PLAN_SWAPPED)
         self._reporter.end(

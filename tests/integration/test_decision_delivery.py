@@ -134,7 +134,7 @@ def control_plane(tmp_path) -> Iterator[ControlPlane]:
 
 
 @dataclass
-class Agent:
+class CallingAgent:
     """A thread calling the guarded tool every 10 ms until stopped; `made` counts the
     decisions made on the plan (each one queued for the decision log)."""
 
@@ -157,7 +157,7 @@ class Agent:
                 self.not_allowed += 1
             time.sleep(CALL_EVERY_SECONDS)
 
-    def __enter__(self) -> Agent:
+    def __enter__(self) -> CallingAgent:
         self._thread.start()
         return self
 
@@ -187,9 +187,9 @@ def figures(plan_id: str, made: int) -> Figures:
 
 def run_through_an_outage(
     control_plane: ControlPlane, guard: Guard, outage_seconds: float
-) -> tuple[str, Agent]:
+) -> tuple[str, CallingAgent]:
     declared = guard.declare(PLAN)
-    with Agent(guard) as agent:
+    with CallingAgent(guard) as agent:
         time.sleep(2.0)  # the log flows before the outage
         control_plane.kill()
         time.sleep(outage_seconds)

@@ -7,20 +7,25 @@ append a record, so a service's signature does not change with the door that cal
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-_actor: ContextVar[str] = ContextVar("plangate_audit_actor", default="")
+#: an actor's name, or a function that finds it when a write first asks (a request's
+#: signed-in person is only looked up by requests that write)
+Actor = str | Callable[[], str]
+
+_actor: ContextVar[Actor] = ContextVar("plangate_audit_actor", default="")
 
 
 def current_actor() -> str:
     """The actor set by the innermost ``acting_as``, or "" when no door said."""
-    return _actor.get()
+    actor = _actor.get()
+    return actor if isinstance(actor, str) else actor()
 
 
 @contextmanager
-def acting_as(actor: str) -> Iterator[None]:
+def acting_as(actor: Actor) -> Iterator[None]:
     token = _actor.set(actor)
     try:
         yield

@@ -38,19 +38,24 @@ def task_actor(task_name: str) -> str:
 class ActorMiddleware:
     """Every write of a request by signed-in staff (the admin) is theirs.
 
-    After ``AuthenticationMiddleware``. Requests without a session (the agents' API) are
-    left as they are: reading ``request.user`` there finds no session and queries nothing.
+    After ``AuthenticationMiddleware``. The person is looked up only when a write asks for
+    the actor: a request that writes nothing (``/healthz``, JWKS, an agent's API call)
+    never touches the session, so it keeps answering while the database is away.
     """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        user = getattr(request, "user", None)
-        if user is not None and user.is_authenticated and user.is_staff:
-            with acting_as(person_actor(user)):
-                return self.get_response(request)
-        return self.get_response(request)
+        with acting_as(lambda: request_actor(request)):
+            return self.get_response(request)
+
+
+def request_actor(request: HttpRequest) -> str:
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated and user.is_staff:
+        return person_actor(user)
+    return ""
 
 
 class AuditedCommand(BaseCommand):

@@ -53,7 +53,8 @@ class ActorMiddleware:
 
 def request_actor(request: HttpRequest) -> str:
     user = getattr(request, "user", None)
-    if user is not None and user.is_authenticated and user.is_staff:
+    # On the API, DRF puts its authenticated caller here (an Agent, an AuditToken): no staff.
+    if user is not None and user.is_authenticated and getattr(user, "is_staff", False):
         return person_actor(user)
     return ""
 

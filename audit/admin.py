@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
@@ -53,9 +53,7 @@ class AgentFilter(TextInputFilter):
         value = (self.value() or "").strip()
         if not value:
             return queryset
-        if value.isdigit():
-            return queryset.filter(agent_id=int(value))
-        return queryset.filter(agent_name=value)
+        return queryset.filter(Q(agent_id=value) | Q(agent_name=value))
 
 
 class UserFilter(TextInputFilter):

@@ -133,7 +133,7 @@ class AuditRecordQuerySerializer(serializers.Serializer):
 
 
 class AuditAgentSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
+    id = serializers.CharField(help_text="the agent id (ULID)")
     name = serializers.CharField(allow_blank=True)
 
 

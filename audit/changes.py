@@ -72,13 +72,14 @@ def change_build(
     changes: Changes | None = None,
     extra: Mapping[str, Any] | None = None,
     user: str = "",
+    agent_id: str | None = None,
     agent_name: str = "",
     policy: str = "",
     policy_version: int | None = None,
 ) -> AuditRecord:
     """An unsaved change record (see the module's docstring for ``details``).
 
-    ``user``, ``agent_name``, ``policy`` and ``policy_version`` fill the record's own
+    ``user``, ``agent_id``, ``agent_name``, ``policy`` and ``policy_version`` fill the record's own
     columns when the change is about a member, an agent or a policy, so the activity log
     filters like the other records do."""
     details: dict[str, Any] = {
@@ -94,6 +95,7 @@ def change_build(
         team=team,
         kind=AuditRecord.Kind.CHANGE,
         user=user,
+        agent_id=agent_id,
         agent_name=agent_name,
         policy=policy,
         policy_version=policy_version,

@@ -50,7 +50,7 @@ class AuditRecord(models.Model):
     kind = models.CharField(max_length=32, choices=Kind.choices)
     #: who acted: a person's e-mail or username, ``manage.py <command>``, ``agent:<id>``
     actor = models.CharField(max_length=254, blank=True)
-    agent_id = models.BigIntegerField(null=True, blank=True)
+    agent_id = models.CharField(max_length=26, null=True, blank=True)  # noqa: DJ001 (null: no agent)
     agent_name = models.CharField(max_length=200, blank=True)
     #: the member's e-mail, or the user exactly as a refused plan gave it
     user = models.CharField(max_length=254, blank=True)

@@ -28,7 +28,7 @@ def record_build(
     kind: AuditRecord.Kind,
     at: datetime | None = None,
     actor: str | None = None,
-    agent_id: int | None = None,
+    agent_id: str | None = None,
     agent_name: str = "",
     user: str = "",
     plan_id: str = "",

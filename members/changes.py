@@ -102,6 +102,7 @@ def agent_change_record(agent: Agent, before: dict[str, Any] | None) -> None:
         name=agent.name,
         action="created" if before is None else "updated",
         changes=changes,
+        agent_id=agent.pk,
         agent_name=agent.name,
         policy=agent.policy.slug,
     )
@@ -117,5 +118,6 @@ def api_key_change_record(api_key: ApiKey, action: str, changes: Changes) -> Non
         action=action,
         changes=changes,
         extra={"agent": agent.name},
+        agent_id=agent.pk,
         agent_name=agent.name,
     )

@@ -143,9 +143,12 @@ def denial_rule(policy_document: Mapping[str, Any], denials: list[StepDenial]) -
 
 
 def _agent_fields(agent: Agent) -> dict[str, Any]:
-    # The agent's id is in the actor: AuditRecord.agent_id is an integer column, and an
-    # agent's id is a ULID, so it cannot be stored there until that column holds text.
-    return {"team": agent.team_id, "actor": agent_actor(agent), "agent_name": agent.name}
+    return {
+        "team": agent.team_id,
+        "actor": agent_actor(agent),
+        "agent_id": agent.pk,
+        "agent_name": agent.name,
+    }
 
 
 def _instant(value: datetime) -> int:

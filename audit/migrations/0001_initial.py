@@ -63,7 +63,7 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("actor", models.CharField(blank=True, max_length=254)),
-                ("agent_id", models.BigIntegerField(blank=True, null=True)),
+                ("agent_id", models.CharField(blank=True, max_length=26, null=True)),
                 ("agent_name", models.CharField(blank=True, max_length=200)),
                 ("user", models.CharField(blank=True, max_length=254)),
                 ("plan_id", models.CharField(blank=True, max_length=26)),

@@ -168,11 +168,10 @@ def _policy_versions(plan: Plan, events: Iterable[GuardEvent]) -> dict[int, str]
 
 
 def _common(plan: Plan, agent: Agent) -> dict[str, Any]:
-    # The agent's id is in the actor (as plans.records does): AuditRecord.agent_id is an
-    # integer column and an agent's id is a ULID.
     return {
         "team": plan.team_id,
         "actor": agent_actor(agent),
+        "agent_id": agent.pk,
         "agent_name": agent.name,
         "user": plan.member.email,
         "plan_id": plan.id,

@@ -149,7 +149,10 @@ def test_each_decision_is_on_the_audit_trail_with_its_step_rule_and_policy(agent
     assert {(r.policy, r.policy_version) for r in records} == {
         (plan["policy"]["id"], plan["policy"]["version"])
     }
-    assert {r.actor for r in records} == {f"agent:{agent.agent.pk}"}
+    assert {(r.actor, r.agent_id, r.agent_name) for r in records} == {
+        (f"agent:{agent.agent.pk}", agent.agent.pk, agent.agent.name)
+    }
+    assert {r.user for r in records} == {plan_document()["user"]}
     assert records[0].at.microsecond == 250000
     stored = PlanEvent.objects.filter(plan_id=plan["id"]).order_by("id")
     assert [(e.rule_index, e.rule_description) for e in stored] == [

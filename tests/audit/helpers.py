@@ -17,7 +17,7 @@ def append(team: Team, count: int = 1, **fields: Any) -> list[AuditRecord]:
     defaults: dict[str, Any] = {
         "kind": AuditRecord.Kind.DECISION,
         "actor": "agent:7",
-        "agent_id": "01JAGENT0000000000000000007",
+        "agent_id": "01JAGENT000000000000000007",
         "agent_name": "summariser",
         "user": "alice@acme.dev",
         "plan_id": "01JABCDEFGHJKMNPQRSTVWXYZ0",

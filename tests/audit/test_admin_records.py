@@ -43,7 +43,7 @@ def trail(team, other_team):
         user='=HYPERLINK("http://evil")',
         code="unknown_user",
         agent_name="crawler",
-        agent_id="01JAGENT0000000000000000009",
+        agent_id="01JAGENT000000000000000009",
         details={"errors": [{"path": "user", "detail": "not a member"}]},
     )
     append(
@@ -100,7 +100,7 @@ def test_staff_without_the_view_permission_see_nothing(trail, bare_staff_client)
     [
         ("?kind=plan_refused", 2),
         ("?agent=crawler", 2),
-        ("?agent=01JAGENT0000000000000000009", 2),
+        ("?agent=01JAGENT000000000000000009", 2),
         ("?user=ALICE@acme.dev", 3),
         ("?code=unknown_user", 2),
         ("?policy_version=default+v3", 7),

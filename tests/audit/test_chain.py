@@ -115,7 +115,7 @@ def test_the_hash_is_sha256_of_the_rfc8785_document_an_auditor_reads(team):
         "at": record.at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "kind": "decision",
         "actor": "agent:7",
-        "agent": {"id": "01JAGENT0000000000000000007", "name": "summariser"},
+        "agent": {"id": "01JAGENT000000000000000007", "name": "summariser"},
         "user": "alice@acme.dev",
         "planId": "01JABCDEFGHJKMNPQRSTVWXYZ0",
         "planHash": "ab" * 32,

@@ -112,7 +112,7 @@ def test_each_record_carries_what_an_auditor_reads_and_its_hash_can_be_recompute
         "team": trail.slug,
         "teamId": trail.pk,
         "actor": "agent:7",
-        "agent": {"id": "01JAGENT0000000000000000007", "name": "summariser"},
+        "agent": {"id": "01JAGENT000000000000000007", "name": "summariser"},
         "user": "alice@acme.dev",
         "planId": "01JABCDEFGHJKMNPQRSTVWXYZ0",
         "planHash": "ab" * 32,

@@ -18,6 +18,7 @@ or not a finite number all count as a match; see guard.deny).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
@@ -31,15 +32,24 @@ from guard.plan import DEFAULT_MAX_CALLS
 
 __all__ = [
     "MAX_CACHED_TOOLS",
+    "UNPINNED_POLICY_ARGUMENT",
     "CompiledPolicy",
     "PolicyDecision",
     "StepDenial",
+    "StepWarning",
+    "UnpinnedRule",
     "evaluate_plan",
     "rule_description",
+    "unpinned_policy_arguments",
 ]
 
 # Bounds the per-tool cache of CompiledPolicy against an agent inventing tool names.
 MAX_CACHED_TOOLS: Final = 4096
+
+#: the code of a StepWarning: the step is admitted only under argument conditions it leaves free
+UNPINNED_POLICY_ARGUMENT: Final = "unpinned_policy_argument"
+# A warning names this many of the admitting rules, then counts the rest.
+_RULES_NAMED_IN_A_WARNING: Final = 5
 
 
 @dataclass(frozen=True)
@@ -191,6 +201,105 @@ def evaluate_plan(
                 )
             )
     return denials
+
+
+@dataclass(frozen=True)
+class UnpinnedRule:
+    """An allow rule admitting a step, and the arguments it constrains that the step leaves
+    free (in the rule's order)."""
+
+    rule: int
+    arguments: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StepWarning:
+    """A step the policy admits at issuance whose calls it may still refuse: every allow
+    rule that admits it constrains an argument the step does not pin, so whether a call is
+    allowed depends on values the plan leaves to the agent (see `unpinned_policy_arguments`).
+    """
+
+    step: int
+    tool: str
+    rules: tuple[UnpinnedRule, ...]
+    detail: str
+    code: str = UNPINNED_POLICY_ARGUMENT
+
+    @property
+    def path(self) -> str:
+        return f"steps[{self.step}]"
+
+
+def _unpinned_detail(
+    tool: str, unpinned: Sequence[UnpinnedRule], rules: Mapping[int, _Rule]
+) -> str:
+    named = []
+    for entry in unpinned[:_RULES_NAMED_IN_A_WARNING]:
+        pinned = rules[entry.rule].pinned or {}
+        conditions = ", ".join(
+            f"{name} {json.dumps(pinned[name], separators=(',', ':'), sort_keys=True)}"
+            for name in entry.arguments
+        )
+        named.append(f"rule rules[{entry.rule}] requires {conditions}")
+    more = len(unpinned) - _RULES_NAMED_IN_A_WARNING
+    if more > 0:
+        named.append(f"and {more} more rule(s)")
+    arguments = sorted({name for entry in unpinned for name in entry.arguments})
+    return (
+        f"{tool}: the policy admits this step only under argument conditions the step does"
+        f" not pin: {'; '.join(named)}. Calls whose arguments fall outside them are blocked"
+        f" (policy_denied); pin {', '.join(arguments)} in the step to have it checked now."
+    )
+
+
+def unpinned_policy_arguments(
+    policy: Mapping[str, Any],
+    plan: Mapping[str, Any],
+    *,
+    role: str | None,
+    groups: Sequence[str],
+) -> list[StepWarning]:
+    """The steps of a normalised plan that `evaluate_plan` admits only through allow rules
+    constraining an argument the step leaves free (the rule pins ``repo``, the step pins
+    only ``org`` or nothing): one StepWarning per such step, naming each admitting rule
+    and those arguments.
+
+    No warning for a step refused at issuance (that is `evaluate_plan`'s), nor when some
+    admitting rule has no `args` or has all of its arguments pinned by the step (whether
+    the two constraints agree is checked per call), nor when the policy default allows
+    (a call outside the rule's conditions is allowed anyway). Deny rules with `args` are
+    not conditions of admission and are left out.
+    """
+    if policy["default"] == "allow":
+        return []
+    rules = _applicable_rules(policy, role, groups)
+    by_index = {rule.index: rule for rule in rules}
+    refused = {denial.step for denial in evaluate_plan(policy, plan, role=role, groups=groups)}
+    warnings: list[StepWarning] = []
+    for step_index, step in enumerate(plan["steps"]):
+        if step_index in refused:
+            continue
+        tool = step["tool"]
+        step_arguments = step.get("args") or {}
+        unpinned: list[UnpinnedRule] = []
+        for rule in rules:
+            if rule.deny or not rule.concerns(tool):
+                continue
+            missing = tuple(name for name in (rule.pinned or {}) if name not in step_arguments)
+            if not missing:
+                break  # this rule's conditions are all pinned (or it has none)
+            unpinned.append(UnpinnedRule(rule.index, missing))
+        else:
+            if unpinned:
+                warnings.append(
+                    StepWarning(
+                        step_index,
+                        tool,
+                        tuple(unpinned),
+                        _unpinned_detail(tool, unpinned, by_index),
+                    )
+                )
+    return warnings
 
 
 _NOT_A_TOOL_NAME = PolicyDecision(

@@ -20,6 +20,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
 from guard.plan import plan_json_schema
+from guard.policy_evaluation import UNPINNED_POLICY_ARGUMENT, StepWarning
 
 from .models import Plan, PlanToken
 from .services import token_ttl_bounds
@@ -200,6 +201,25 @@ class PolicyRefSerializer(serializers.Serializer):
     hash = serializers.CharField()
 
 
+# From a guard.policy_evaluation.StepWarning.
+class IssuanceWarningSerializer(serializers.Serializer):
+    """Something about an admitted plan that will not work as the developer may expect.
+    The token is valid; the warning only says what the guard is going to block."""
+
+    path = serializers.SerializerMethodField(help_text="the step, as `plan.steps[<n>]`")
+    # Text, not an enum: a client must accept warning codes added later.
+    code = serializers.CharField(
+        help_text=(
+            f"`{UNPINNED_POLICY_ARGUMENT}`: every policy rule admitting the step constrains"
+            " an argument the step does not pin, so calls outside that constraint are blocked"
+        ),
+    )
+    detail = serializers.CharField(help_text="which rules, which arguments, and how to fix it")
+
+    def get_path(self, warning: StepWarning) -> str:
+        return f"plan.{warning.path}"
+
+
 # From a plans.services.IssuedToken.
 class IntentTokenSerializer(serializers.Serializer):
     """An intent token, and the plan and policy version it was signed for."""
@@ -212,6 +232,13 @@ class IntentTokenSerializer(serializers.Serializer):
     reportArguments = serializers.BooleanField(
         source="plan.team.log_call_arguments",
         help_text="whether the guard should report call arguments, not only their digest",
+    )
+    warnings = IssuanceWarningSerializer(
+        many=True,
+        help_text=(
+            "steps the policy admits only under argument conditions the plan does not pin"
+            " (empty when there is none)"
+        ),
     )
 
 

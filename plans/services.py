@@ -18,7 +18,7 @@ from django.utils import timezone
 from audit.actors import current_actor
 from guard.errors import DocumentInvalid, FieldError
 from guard.plan import plan_hash, validate_plan
-from guard.policy_evaluation import evaluate_plan
+from guard.policy_evaluation import StepWarning, evaluate_plan, unpinned_policy_arguments
 from kernel.problems import DomainError
 from members.models import Agent, Member
 from members.services import agent_require_active
@@ -46,6 +46,8 @@ class IssuedToken:
     issued_at: datetime
     expires_at: datetime
     policy_version: PolicyVersion
+    #: steps the policy admits only under argument conditions the plan leaves free
+    warnings: tuple[StepWarning, ...] = ()
 
 
 def plan_document_validate(document: object) -> dict:
@@ -135,6 +137,15 @@ def _admitted_policy_version(
     return version
 
 
+def _unpinned_argument_warnings(
+    version: PolicyVersion, plan: dict, role: str | None, groups: list[str]
+) -> tuple[StepWarning, ...]:
+    """The admitted plan's steps whose calls the policy may still refuse for arguments the
+    plan leaves free (guard.policy_evaluation.unpinned_policy_arguments): told at signing
+    time so the developer need not learn it from blocked calls. Never a refusal."""
+    return tuple(unpinned_policy_arguments(version.document, plan, role=role, groups=groups))
+
+
 def _record_token(
     *,
     plan: Plan,
@@ -143,6 +154,7 @@ def _record_token(
     role: str | None,
     groups: list[str],
     version: PolicyVersion,
+    warnings: tuple[StepWarning, ...] = (),
 ) -> IssuedToken:
     """Save the token's row (in the caller's transaction); the answer that hands it out."""
     PlanToken.objects.create(
@@ -161,6 +173,7 @@ def _record_token(
         issued_at=signature.issued_at,
         expires_at=signature.expires_at,
         policy_version=version,
+        warnings=warnings,
     )
 
 
@@ -168,7 +181,8 @@ def plan_issue(*, agent: Agent, document: object, ttl: int | None = None) -> Iss
     """Check the plan against the team and the agent's active policy, then sign it.
 
     A refusal is a PlanRefused saying what was refused (plans.records); a success appends
-    ``plan_issued`` with the plan and its token.
+    ``plan_issued`` with the plan and its token. The answer's ``warnings`` name the steps
+    the policy admits only under argument conditions the plan does not pin.
     """
     with refusals_described(RefusalContext(user=given_user(document))) as refusal:
         return _plan_issue(agent, document, ttl, refusal)
@@ -184,6 +198,7 @@ def _plan_issue(
     member = _member_for(agent, plan_document["user"])
     role, groups = _role_and_groups(member)
     version = _admitted_policy_version(agent, plan_document, role, groups, refusal)
+    warnings = _unpinned_argument_warnings(version, plan_document, role, groups)
     now = timezone.now()
     plan = Plan(
         # The team itself, not only its id: the answer reads its log_call_arguments.
@@ -218,6 +233,7 @@ def _plan_issue(
             role=role,
             groups=groups,
             version=version,
+            warnings=warnings,
         )
 
 
@@ -256,6 +272,8 @@ def _plan_refresh(
     member = _member_require_active(plan.member)
     role, groups = _role_and_groups(member)
     version = _admitted_policy_version(agent, plan.document, role, groups, refusal)
+    # The policy may have changed since issuance: the same warnings, against the new one.
+    warnings = _unpinned_argument_warnings(version, plan.document, role, groups)
     signature = intent_token_sign(
         plan=plan, member=member, role=role, groups=groups, version=version, ttl=ttl, now=now
     )
@@ -286,6 +304,7 @@ def _plan_refresh(
             role=role,
             groups=groups,
             version=version,
+            warnings=warnings,
         )
 
 

@@ -34,7 +34,15 @@ def test_declare_returns_a_token_any_jose_library_verifies(agent, anonymous_clie
 
     assert response.status_code == 201, response.content
     body = response.json()
-    assert set(body) == {"id", "token", "planHash", "expiresAt", "policy", "reportArguments"}
+    assert set(body) == {
+        "id",
+        "token",
+        "planHash",
+        "expiresAt",
+        "policy",
+        "reportArguments",
+        "warnings",
+    }
     jwks = anonymous_client.get("/v1/keys/jwks").json()
     verified = jws.deserialize_compact(
         body["token"], JoseKeySet.import_key_set(jwks), algorithms=["EdDSA"]

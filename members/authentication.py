@@ -15,6 +15,7 @@ from typing import cast
 
 from django.conf import settings
 from django.db import transaction
+from django.http import HttpRequest
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
@@ -56,10 +57,11 @@ def request_api_key(request: Request) -> ApiKey | None:
     return cast(ApiKey | None, request.auth)
 
 
-def _client_address(request: Request) -> str:
+def client_address(request: Request | HttpRequest) -> str:
     # DRF's client identity: REMOTE_ADDR, or the address PLANGATE_NUM_PROXIES trusted
-    # proxies put in X-Forwarded-For.
-    return BaseThrottle().get_ident(request) or "unknown"
+    # proxies put in X-Forwarded-For. It reads only META, which a plain Django request (the
+    # status feed's, plans.status_feed) has as well.
+    return BaseThrottle().get_ident(cast(Request, request)) or "unknown"
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
@@ -76,7 +78,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode("latin-1")
         if not header:
             return None
-        address = _client_address(request)
+        address = client_address(request)
         rate = rate_parse(settings.PLANGATE_AUTH_FAILURE_LIMIT)
         so_far = rate_limit_peek(scope=AUTH_FAILURE_SCOPE, ident=address, rate=rate)
         if not so_far.allowed:

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import ClassVar, Literal, Self
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Lower
@@ -17,6 +18,13 @@ from kernel.credentials import CredentialFormat
 #: ``pg_<lookup id>_<secret>``: the shown-once, hashed format audit tokens share
 #: (kernel.credentials); the label keys the hash, so changing it voids every key.
 API_KEY_FORMAT = CredentialFormat(prefix="pg_", purpose=b"plangate.api-key.v1")
+
+
+#: How long after a revocation or a disabling a running agent may go on (seconds): a team's
+#: ``revocation_bound_seconds`` (docs/decisions/0032).
+REVOCATION_BOUND_DEFAULT = 15
+REVOCATION_BOUND_MIN = 1
+REVOCATION_BOUND_MAX = 60
 
 
 def new_ulid() -> str:
@@ -34,6 +42,19 @@ class Team(models.Model):
         default=False,
         help_text="Guards report call arguments in full instead of a digest.",
     )
+    revocation_bound_seconds = models.PositiveSmallIntegerField(
+        "revocation bound (seconds)",
+        default=REVOCATION_BOUND_DEFAULT,
+        validators=[
+            MinValueValidator(REVOCATION_BOUND_MIN),
+            MaxValueValidator(REVOCATION_BOUND_MAX),
+        ],
+        help_text=(
+            "Running agents stop within this many seconds of a plan's revocation, a member's"
+            " or agent's disabling, or a signing key's revocation: their guards poll the"
+            " status feed twice as often."
+        ),
+    )
     staff = models.ManyToManyField(
         settings.AUTH_USER_MODEL,
         blank=True,
@@ -44,6 +65,13 @@ class Team(models.Model):
 
     class Meta:
         ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(revocation_bound_seconds__gte=REVOCATION_BOUND_MIN)
+                & Q(revocation_bound_seconds__lte=REVOCATION_BOUND_MAX),
+                name="team_revocation_bound_range",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name or self.slug

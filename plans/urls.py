@@ -1,11 +1,12 @@
 from django.urls import path
 
-from . import api
+from . import api, status_feed
 
 urlpatterns = [
     path("plans", api.PlanCreateView.as_view(), name="plan-create"),
     path("plans/<str:plan_id>", api.PlanDetailView.as_view(), name="plan-detail"),
     path("plans/<str:plan_id>/refresh", api.PlanRefreshView.as_view(), name="plan-refresh"),
+    path("plans/<str:plan_id>/status", status_feed.plan_status_view, name="plan-status"),
     path("plans/<str:plan_id>/events", api.PlanEventsView.as_view(), name="plan-events"),
     path("keys/jwks", api.JwksView.as_view(), name="jwks"),
 ]

@@ -1,0 +1,260 @@
+"""The status feed: ``GET /v1/plans/{id}/status``, which running guards poll in the background
+to learn within their team's bound that their plan was revoked, their member or agent
+disabled, or their token's signing key revoked (docs/decisions/0032).
+
+It is polled by every running guard every few seconds, so its cost per request is kept
+close to ``/healthz``'s: a plain Django view (no DRF, no content negotiation), and in the
+common case one indexed query that authenticates the API key and reads the plan, its
+member, its agent, its team's bound and the signing key's state together, plus the
+failed-attempts peek that every credential check makes. The answer carries an ``ETag``;
+a guard sends it back in ``If-None-Match`` and gets ``304`` while nothing changed.
+
+Polls do not count against the API key's request rate (``PLANGATE_RATE_LIMIT``): the
+server sets their pace (``pollInterval``) and a poll would otherwise take from the budget
+of declarations, refreshes and decision batches. Failed credentials count as everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from django.conf import settings
+from django.db import DatabaseError
+from django.db.models import Q, Subquery
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+
+from guard.errors import FieldError
+from kernel.problems import (
+    PROBLEM_CONTENT_TYPE,
+    Code,
+    DomainError,
+    database_unavailable_error,
+    is_database_unavailable,
+    problem_body,
+)
+from kernel.ratelimit import rate_limit_hit, rate_limit_peek, rate_parse
+from members.authentication import AUTH_FAILURE_SCOPE, client_address, refusal_count
+from members.models import API_KEY_FORMAT, ApiKeyQuerySet
+from members.services import api_key_authenticate
+
+from .models import Plan, SigningKey
+
+__all__ = ["PlanStatus", "plan_status_for_key", "plan_status_view", "poll_interval"]
+
+# A signing key id is an RFC 7638 thumbprint: base64url, 43 characters for SHA-256.
+_KID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_PLAN_ID: Final = re.compile(r"[0-9A-Za-z]{1,26}")
+# The bound is the longest a running agent may go on; polling twice per bound leaves the
+# other half for a poll that fails once, the request's own time and the guard's jitter.
+POLLS_PER_BOUND: Final = 2
+
+
+def poll_interval(bound_seconds: int) -> float:
+    """How often a guard polls for a team whose bound is `bound_seconds`."""
+    return bound_seconds / POLLS_PER_BOUND
+
+
+@dataclass(frozen=True)
+class PlanStatus:
+    """What the feed tells a guard about its plan. `code` is the decision every later call
+    gets (``plan_revoked``, ``plan_expired``, ``user_disabled``, ``agent_disabled``,
+    ``token_invalid``), None while the plan may go on."""
+
+    plan_id: str
+    status: str
+    code: str | None
+    reason: str
+    bound_seconds: int
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "plan": self.plan_id,
+            "status": self.status,
+            "code": self.code,
+            "reason": self.reason,
+            "boundSeconds": self.bound_seconds,
+            "pollInterval": poll_interval(self.bound_seconds),
+        }
+
+    @property
+    def etag(self) -> str:
+        # The whole answer, hashed: a guard's copy is current exactly when the body is.
+        text = json.dumps(self.body(), sort_keys=True, separators=(",", ":"))
+        return '"' + hashlib.sha256(text.encode()).hexdigest()[:32] + '"'
+
+
+def _stop(
+    *,
+    status: str,
+    expires_at: datetime,
+    member_active: bool,
+    agent_active: bool,
+    key_state: str | None,
+    kid: str | None,
+    now: datetime,
+) -> tuple[str | None, str]:
+    """The decision code that stops the plan, and why; the first that holds wins, in the
+    order the refresh refuses them (plans.services)."""
+    if status == Plan.Status.REVOKED:
+        return Code.PLAN_REVOKED.value, "the plan was revoked"
+    if status == Plan.Status.EXPIRED or expires_at <= now:
+        return Code.PLAN_EXPIRED.value, "the plan is past its absolute lifetime"
+    if not agent_active:
+        return Code.AGENT_DISABLED.value, "the agent is disabled"
+    if not member_active:
+        return Code.USER_DISABLED.value, "the plan's member is disabled"
+    if key_state == SigningKey.State.REVOKED:
+        return "token_invalid", f"its signing key {kid} was revoked"
+    return None, ""
+
+
+def plan_status_for_key(
+    *, plan_id: str, api_key: str, kid: str | None, now: datetime | None = None
+) -> PlanStatus:
+    """The status of the plan `plan_id` for the API key `api_key` (its plaintext).
+
+    One query in the common case (a usable key of the plan's agent): the key, the plan, its
+    member, its agent, its team's bound and the state of the signing key `kid`. Raises
+    DomainError ``invalid_api_key`` (a key that is unknown, revoked, expired or whose secret
+    does not match) or ``plan_not_found`` (no such plan for this key's agent).
+    """
+    parsed = API_KEY_FORMAT.parse(api_key)  # malformed text is refused before any query
+    if parsed is None:
+        raise DomainError(Code.INVALID_API_KEY)
+    lookup_id, secret = parsed
+    now = now or timezone.now()
+    # One filter() call: the key's join is the one both conditions and the values use.
+    keys = "agent__api_keys"
+    rows = (
+        Plan.objects.filter(
+            Q(pk=plan_id, **{f"{keys}__lookup_id": lookup_id})
+            & ApiKeyQuerySet.usable_condition(now, through=keys)
+        )
+        .annotate(
+            key_state=Subquery(SigningKey.objects.filter(kid=kid).order_by().values("state")[:1])
+            if kid
+            else Subquery(SigningKey.objects.none().values("state"))
+        )
+        .order_by()  # a primary-key probe: no sort
+        .values_list(
+            f"{keys}__secret_hash",
+            "status",
+            "expires_at",
+            "member__is_active",
+            "agent__is_active",
+            "team__revocation_bound_seconds",
+            "key_state",
+        )[:1]
+    )
+    row = next(iter(rows), None)
+    if row is None:
+        # The rare path: tell an unusable key (401) from another agent's plan (404) with the
+        # one home of the key's rules, which raises invalid_api_key for the former.
+        api_key_authenticate(api_key)
+        raise DomainError(Code.PLAN_NOT_FOUND, f"No plan {plan_id} for this agent.")
+    secret_hash, status, expires_at, member_active, agent_active, bound, key_state = row
+    if not API_KEY_FORMAT.matches(secret_hash, secret):
+        raise DomainError(Code.INVALID_API_KEY)
+    code, reason = _stop(
+        status=status,
+        expires_at=expires_at,
+        member_active=member_active,
+        agent_active=agent_active,
+        key_state=key_state,
+        kid=kid,
+        now=now,
+    )
+    return PlanStatus(plan_id, status, code, reason, bound)
+
+
+def _problem(request: HttpRequest, error: DomainError) -> JsonResponse:
+    body = problem_body(error.code, error.detail, errors=error.errors, instance=request.path)
+    response = JsonResponse(body, status=error.status, content_type=PROBLEM_CONTENT_TYPE)
+    for name, value in error.headers.items():
+        response[name] = value
+    if error.code == Code.INVALID_API_KEY:
+        response["WWW-Authenticate"] = 'Bearer realm="plangate"'
+    return response
+
+
+def _credential(request: HttpRequest) -> str:
+    """The ``Authorization: Bearer`` key, else invalid_api_key."""
+    scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not credential.strip():
+        raise DomainError(Code.INVALID_API_KEY, "Use `Authorization: Bearer <API key>`.")
+    return credential.strip()
+
+
+def _failed_attempt(request: HttpRequest, address: str) -> DomainError:
+    """Count a failed credential as every API view does; over the limit it is throttled."""
+    failure = rate_limit_hit(
+        scope=AUTH_FAILURE_SCOPE,
+        ident=address,
+        rate=rate_parse(settings.PLANGATE_AUTH_FAILURE_LIMIT),
+    )
+    if not failure.allowed:
+        refusal_count(Code.THROTTLED)
+        return DomainError(Code.THROTTLED, headers={"Retry-After": str(failure.retry_after)})
+    refusal_count(Code.INVALID_API_KEY)
+    return DomainError(Code.INVALID_API_KEY)
+
+
+def plan_status_view(request: HttpRequest, plan_id: str) -> HttpResponse:
+    """``GET /v1/plans/{id}/status[?kid=<the token's key id>]`` for the plan's agent."""
+    if request.method not in ("GET", "HEAD"):
+        response = _problem(request, DomainError(Code.METHOD_NOT_ALLOWED))
+        response["Allow"] = "GET, HEAD"
+        return response
+    kid = request.GET.get("kid") or None
+    if kid is not None and not _KID.fullmatch(kid):
+        return _problem(
+            request,
+            DomainError(
+                Code.INVALID_REQUEST,
+                "kid must be a signing key id (base64url, at most 64 characters).",
+                errors=[FieldError("kid", "not a signing key id")],
+            ),
+        )
+    address = client_address(request)
+    try:
+        # As ApiKeyAuthentication: an address over its failure limit is refused before its
+        # key is looked at, a valid one too, so that guessing cannot go on here.
+        so_far = rate_limit_peek(
+            scope=AUTH_FAILURE_SCOPE,
+            ident=address,
+            rate=rate_parse(settings.PLANGATE_AUTH_FAILURE_LIMIT),
+        )
+        if not so_far.allowed:
+            refusal_count(Code.THROTTLED)
+            raise DomainError(Code.THROTTLED, headers={"Retry-After": str(so_far.retry_after)})
+        try:
+            api_key = _credential(request)
+            if not _PLAN_ID.fullmatch(plan_id):
+                api_key_authenticate(api_key)  # a bad key is still told first
+                raise DomainError(Code.PLAN_NOT_FOUND, f"No plan {plan_id} for this agent.")
+            status = plan_status_for_key(plan_id=plan_id.upper(), api_key=api_key, kid=kid)
+        except DomainError as error:
+            if error.code == Code.INVALID_API_KEY:
+                raise _failed_attempt(request, address) from error
+            raise
+    except DomainError as error:
+        return _problem(request, error)
+    except DatabaseError as error:
+        if not is_database_unavailable(error):
+            raise
+        return _problem(request, database_unavailable_error())
+    etag = status.etag
+    headers = {"ETag": etag, "Cache-Control": "private, no-cache"}
+    if etag in _etags(request.headers.get("If-None-Match", "")):
+        return HttpResponse(status=304, headers=headers)
+    return JsonResponse(status.body(), headers=headers)
+
+
+def _etags(header: str) -> set[str]:
+    return {part.strip().removeprefix("W/") for part in header.split(",") if part.strip()}

@@ -7,6 +7,7 @@ from django.db import transaction
 from audit.doors import AuditedCommand
 from kernel.problems import DomainError
 from members.services import DEFAULT_TEAM_SLUG, team_get_or_create
+from policies.references import policy_reference_warnings
 from policies.services import policy_set
 
 
@@ -18,8 +19,16 @@ class Command(AuditedCommand):
         parser.add_argument("--file", required=True, type=Path, help="policy document (JSON)")
         parser.add_argument("--team", default=DEFAULT_TEAM_SLUG)
         parser.add_argument("--comment", default="")
+        parser.add_argument(
+            "--strict",
+            action="store_true",
+            help="refuse (publish nothing, exit 1) when the document names a role or group "
+            "the team does not have; without it these are warnings on stderr",
+        )
 
-    def handle(self, *args, slug: str, file: Path, team: str, comment: str, **options) -> None:
+    def handle(
+        self, *args, slug: str, file: Path, team: str, comment: str, strict: bool, **options
+    ) -> None:
         try:
             document = json.loads(file.read_text())
         except OSError as exc:
@@ -29,13 +38,23 @@ class Command(AuditedCommand):
         try:
             # One transaction: a refused document leaves no new team or policy behind.
             with transaction.atomic():
+                team_row = team_get_or_create(slug=team)
                 version = policy_set(
-                    team=team_get_or_create(slug=team),
+                    team=team_row,
                     slug=slug,
                     document=document,
                     comment=comment,
                     created_by="set_policy",
                 )
+                warnings = policy_reference_warnings(team=team_row, document=version.document)
+                for warning in warnings:
+                    self.stderr.write(f"warning: {warning}")
+                if strict and warnings:
+                    # Raised inside the transaction: the version is not published.
+                    raise CommandError(
+                        f"--strict: {len(warnings)} name(s) the team does not have; "
+                        "nothing was published."
+                    )
         except DomainError as exc:
             details = "; ".join(f"{error.path}: {error.detail}" for error in exc.errors)
             raise CommandError(f"{exc.detail} {details}") from exc

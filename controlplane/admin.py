@@ -10,6 +10,7 @@ module gives it the client address, the page a locked-out person sees, and a log
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.conf import settings
 from django.contrib import admin
@@ -43,6 +44,28 @@ class PlangateAdminSite(admin.AdminSite):
     # Plangate has no public site; its browsable page is the API reference.
     site_url = "/v1/docs"
 
+    def get_urls(self):
+        # Imported here: this module is loaded while the app registry is being populated.
+        from django.urls import path
+
+        from members.admin_invite import SetPasswordView, invite_view
+
+        return [
+            path("invite/", self.admin_view(invite_view), name="plangate_invite"),
+            # Not behind admin_view: the invited person has no password yet.
+            path(
+                "welcome/<uidb64>/<token>/",
+                SetPasswordView.as_view(),
+                name="plangate_set_password",
+            ),
+            *super().get_urls(),
+        ]
+
+    def index(self, request, extra_context=None):
+        """The index with, above the app list, the overview of the user's teams, or, for
+        staff of no team, who can give them access."""
+        return super().index(request, {**index_context(request), **(extra_context or {})})
+
     def get_app_list(self, request, app_label=None):
         app_list = super().get_app_list(request, app_label)
         app_list.sort(key=lambda app: _position(APP_ORDER, app["app_label"]))
@@ -54,6 +77,34 @@ class PlangateAdminSite(admin.AdminSite):
                 if label:
                     model["name"] = label
         return app_list
+
+
+#: superusers named on the index of a staff user who belongs to no team
+ACCESS_GIVERS_SHOWN = 5
+
+
+def index_context(request: HttpRequest) -> dict[str, Any]:
+    from django.contrib.auth import get_user_model
+
+    from kernel.admin_scoping import sees_several_teams, user_team_ids
+    from members.invite import can_invite
+    from plans.overview import overview_read
+
+    user = request.user
+    context: dict[str, Any] = {"can_invite": can_invite(user)}
+    team_ids = user_team_ids(request)
+    if team_ids is not None and not team_ids:
+        context["no_team"] = True
+        context["access_givers"] = list(
+            get_user_model()
+            .objects.filter(is_superuser=True, is_active=True)
+            .order_by("username")[:ACCESS_GIVERS_SHOWN]
+        )
+        return context
+    context["overview"] = overview_read(team_ids=team_ids)
+    context["team_column"] = sees_several_teams(request)
+    context["sees_keys"] = user.has_perm("plans.view_signingkey")
+    return context
 
 
 class PlangateAdminConfig(AdminConfig):

@@ -76,6 +76,44 @@ def publication_delay() -> timedelta:
     return timedelta(seconds=settings.PLANGATE_JWKS_MAX_AGE)
 
 
+def rotation_due_at(active: SigningKey) -> datetime:
+    """When a scheduled rotation of the ``active`` key is due: a rotation period after it
+    began signing."""
+    return (active.activated_at or active.created_at) + rotation_period()
+
+
+def next_key_signs_from(next_key: SigningKey) -> datetime:
+    """The earliest a ``next`` key may sign: one JWKS cache lifetime after it was published.
+    Before then it is too young, and "Rotate now" can only wait; revocation is the
+    emergency door."""
+    return next_key.created_at + publication_delay()
+
+
+@dataclass(frozen=True)
+class RotationSchedule:
+    """When the keys that sign next may and will change, for the pages that show it."""
+
+    active_kid: str | None
+    rotation_due_at: datetime | None
+    next_kid: str | None
+    next_key_signs_from: datetime | None
+
+    def rotate_now_possible(self, now: datetime) -> bool:
+        """Whether a forced rotation would promote the next key at ``now``."""
+        return self.next_key_signs_from is None or self.next_key_signs_from <= now
+
+
+def rotation_schedule() -> RotationSchedule:
+    """The active and next keys' schedule, read in one query."""
+    active, next_key = _signing_slots()
+    return RotationSchedule(
+        active_kid=active.kid if active else None,
+        rotation_due_at=rotation_due_at(active) if active else None,
+        next_kid=next_key.kid if next_key else None,
+        next_key_signs_from=next_key_signs_from(next_key) if next_key else None,
+    )
+
+
 # --- Creating keys ------------------------------------------------------------------------
 
 
@@ -256,14 +294,14 @@ def _rotate_locked(*, now: datetime, force: bool, removed: tuple[str, ...]) -> R
     changes: list[KeyChange] = []
     if active is not None and next_key is not None:
         activated_at = active.activated_at or active.created_at
-        if not force and activated_at > now - rotation_period():
+        if not force and rotation_due_at(active) > now:
             return RotationResult(
                 RotationResult.RECENTLY_ROTATED,
                 removed=removed,
                 detail=f"active key {active.kid} was activated at {_iso(activated_at)}",
             )
-        if next_key.created_at > now - publication_delay():
-            ready_at = next_key.created_at + publication_delay()
+        ready_at = next_key_signs_from(next_key)
+        if ready_at > now:
             return RotationResult(
                 RotationResult.NEXT_KEY_TOO_YOUNG,
                 removed=removed,

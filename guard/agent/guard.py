@@ -56,6 +56,7 @@ from guard.agent.refresher import Refresher
 from guard.agent.reporter import DEFAULT_RETRY_MAX_DELAY, DecisionReporter, ReporterStats
 from guard.agent.session import NO_PLAN, CallDecision, PlanState
 from guard.agent.status import DeclaredPlan, GuardStatus, session_status
+from guard.agent.status_watch import StatusWatcher
 from guard.agent.tools import declare_plan_result
 from guard.decisions import PlanOutcome
 from guard.errors import DocumentInvalid, FieldError
@@ -92,6 +93,10 @@ class Guard:
             token's lifetime, at most 120 s).
         auto_refresh: refresh in a background thread (else only `refresh` and
             `refresh_if_due` refresh, when the application calls them; a call never does).
+        watch_status: poll the control plane's status feed in a background thread, so
+            that a revoked plan, a disabled member or agent, a revoked API key or signing
+            key stops the calls within the team's bound (default: as `auto_refresh`; else
+            only `poll_status` polls).
         report: post decisions to ``POST /v1/plans/{id}/events`` from a background thread,
             exactly once while the queue holds (see guard.agent.reporter).
         report_display_updates: also attach the ACP updates sent to `acp_sink`.
@@ -118,6 +123,7 @@ class Guard:
         ttl: int | None = None,
         refresh_margin: float | None = None,
         auto_refresh: bool = True,
+        watch_status: bool | None = None,
         report: bool = True,
         report_display_updates: bool = True,
         report_interval: float = 1.0,
@@ -188,6 +194,13 @@ class Guard:
             block=self._decider.block,
             wake=wake_refresher,
         )
+        self._watch_status = auto_refresh if watch_status is None else watch_status
+        self._status_watcher = StatusWatcher(
+            control_plane=self._control_plane,
+            current_plan=lambda: self._plan,
+            block=self._decider.block,
+            withdraw_token=self._refresher.withdraw,
+        )
         self._decide = self._decider.decide  # bound once: `check` is the hot path
         self._plan: PlanState | None = None
         self._closed = False
@@ -248,6 +261,9 @@ class Guard:
             if self._auto_refresh:
                 self._refresher.start()
             self._refresher.wake()
+            if self._watch_status:
+                self._status_watcher.start()
+                self._status_watcher.wake()
         policy = body.get("policy")
         return DeclaredPlan(
             plan_id=plan_id,
@@ -382,6 +398,12 @@ class Guard:
         True when a fresh token was installed. The background refresher calls this."""
         return self._refresher.refresh_if_due()
 
+    def poll_status(self) -> bool:
+        """Ask the control plane's status feed about the plan now (the background watch
+        does it every half of the team's bound). True when the answer stopped the plan:
+        revoked, its member or agent disabled, its API key or signing key revoked."""
+        return self._status_watcher.poll()
+
     # --- status and reporting -----------------------------------------------------------
 
     def status(self) -> GuardStatus:
@@ -443,6 +465,7 @@ class Guard:
             return
         self.end_plan()
         self._closed = True
+        self._status_watcher.stop(timeout)
         self._refresher.stop(timeout)
         if self._reporter is not None:
             self._reporter.close(timeout)

@@ -171,6 +171,33 @@ class ControlPlaneClient:
         duplicate}`` (202 stored, 200 a batch stored before)."""
         return self._json("POST", f"/v1/plans/{plan_id}/events", batch, (202, 200))
 
+    def plan_status(
+        self, plan_id: str, *, kid: str | None = None, etag: str | None = None
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """GET /v1/plans/{id}/status: ``(status or None when 304, etag)``; the status is
+        ``{plan, status, code, reason, boundSeconds, pollInterval}``."""
+        headers = dict(self._headers)
+        if etag:
+            headers["If-None-Match"] = etag
+        params = {"kid": kid} if kid else None
+        path = f"/v1/plans/{plan_id}/status"
+        try:
+            response = self._http.get(self.url + path, headers=headers, params=params)
+        except httpx.HTTPError as error:
+            raise ControlPlaneUnavailable(f"GET {path}: {error}") from error
+        new_etag = response.headers.get("ETag")
+        if response.status_code == 304:
+            return None, new_etag or etag
+        if response.status_code != 200:
+            raise _problem(response)
+        try:
+            body = response.json()
+        except ValueError as error:
+            raise ControlPlaneUnavailable(f"GET {path}: the answer is not JSON") from error
+        if not isinstance(body, dict):
+            raise ControlPlaneUnavailable(f"GET {path}: the answer is not a JSON object")
+        return body, new_etag
+
     def jwks(self, etag: str | None = None) -> tuple[dict[str, Any] | None, str | None, float]:
         """GET /v1/keys/jwks: ``(document or None when 304, etag, max_age seconds)``."""
         # Public keys need no credential: the API key is not sent where it is not needed.

@@ -122,6 +122,19 @@ class Refresher:
         )
         return True
 
+    def withdraw(self, plan: PlanState, reason: str) -> None:
+        """The control plane says the token in use can no longer be trusted (its signing key
+        was revoked: the status feed): calls get ``token_invalid`` from now on, and the
+        background thread asks at once for a token signed by another key."""
+        token = plan.token
+        if token.withdrawn is not None:
+            return
+        token.withdrawn = reason
+        token.refresh_at = -math.inf
+        plan.next_attempt_at = -math.inf
+        logger.warning("plangate guard: plan %s's token was withdrawn: %s", plan.id, reason)
+        self._wake.set()
+
     def _attempt(self, plan: PlanState, seen: VerifiedToken, *, force: bool = False) -> bool:
         with plan.refresh_lock:
             if plan.token is not seen:

@@ -14,10 +14,11 @@ from typing import ClassVar, cast
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count, Prefetch
-from django.http import HttpRequest, QueryDict
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from guard.policy import policy_hash
 from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
 from kernel.admin_forms import ServiceModelForm, ServiceSavedAdmin
 from kernel.admin_widgets import (
@@ -30,9 +31,11 @@ from kernel.json_format import readable_json
 from kernel.problems import Code, DomainError
 from members.models import Agent
 
+from .admin_preview import impact_preview_response
+from .impact import PolicyImpact, policy_impact
 from .models import Policy, PolicyVersion
 from .selectors import policy_active_version
-from .services import ANY_BASE, policy_set
+from .services import ANY_BASE, policy_document_validate, policy_set
 
 STARTER_DOCUMENT = {
     "version": 1,
@@ -93,8 +96,14 @@ class PolicyForm(ServiceModelForm):
     # (another admin, `set_policy`) would silently drop that change.
     base_version = forms.IntegerField(required=False, widget=forms.HiddenInput)
 
+    # The hash of the document whose impact the admin saw and chose to publish (the
+    # preview page's "Publish"): another text is shown first, never published unseen.
+    publish_confirmed = forms.CharField(required=False, widget=forms.HiddenInput)
+
     #: who publishes; the admin sets it on the form class it builds for each request
     created_by = ""
+    #: whether a changed document is first shown with its impact (editing a policy: yes)
+    impact_first = False
 
     class Meta:
         model = Policy
@@ -110,6 +119,9 @@ class PolicyForm(ServiceModelForm):
         self.fields["base_version"].initial = self.current.number if self.current else None
         self.parsed_document: object = None
         self.published_version: PolicyVersion | None = None
+        #: what the document would refuse, when it is held for the admin to review
+        self.impact: PolicyImpact | None = None
+        self.impact_hash = ""
 
     def clean_document(self) -> str:
         text = self.cleaned_data["document"]
@@ -122,6 +134,8 @@ class PolicyForm(ServiceModelForm):
         return text
 
     def save_through_service(self) -> Policy:
+        if self.impact_first and self.held_for_impact_review():
+            return self.instance
         adding = self.instance._state.adding
         version = policy_set(
             team=self.instance.team,
@@ -136,6 +150,21 @@ class PolicyForm(ServiceModelForm):
         if self.current is None or version.pk != self.current.pk:
             self.published_version = version
         return version.policy
+
+    def held_for_impact_review(self) -> bool:
+        """Whether the document is a change not yet confirmed: then nothing is published and
+        ``impact`` says what it would refuse. A document published meanwhile, or one equal
+        to the active version, goes on to ``policy_set``, which says so."""
+        current = self.current
+        if current is None or self.cleaned_data.get("base_version") != current.number:
+            return False
+        digest = policy_hash(policy_document_validate(self.parsed_document))
+        if digest in (current.hash, self.cleaned_data.get("publish_confirmed")):
+            return False
+        self.impact = policy_impact(policy=self.instance, document=self.parsed_document)
+        self.impact_hash = digest
+        self.add_error(None, "Review what this version would refuse, then publish it.")
+        return True
 
     def add_domain_error(self, exc: DomainError) -> None:
         if exc.code == Code.INVALID_POLICY:
@@ -252,7 +281,21 @@ class PolicyAdmin(ServiceSavedAdmin, PlangateModelAdmin):
         # A subclass of self.form, PolicyForm, built for this request.
         form = cast(type[PolicyForm], super().get_form(request, obj, change=change, **kwargs))
         form.created_by = request.user.get_username()
+        # A new policy has no agent, so no plan: only edits are previewed.
+        form.impact_first = obj is not None
         return form
+
+    def changeform_view(
+        self, request: HttpRequest, object_id=None, form_url: str = "", extra_context=None
+    ) -> HttpResponse:
+        # The form wrote nothing when it held the document for review (and its transaction
+        # was rolled back, the description included): show the impact instead.
+        response = super().changeform_view(request, object_id, form_url, extra_context)
+        adminform = (getattr(response, "context_data", None) or {}).get("adminform")
+        form = getattr(adminform, "form", None)
+        if isinstance(form, PolicyForm) and form.impact is not None:
+            return impact_preview_response(self, request, form)
+        return response
 
     def save_model(self, request: HttpRequest, obj: Policy, form: PolicyForm, change: bool) -> None:
         # The form's policy_set published (or found the document unchanged); say which.

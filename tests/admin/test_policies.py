@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.urls import reverse
@@ -15,6 +16,8 @@ from tests.conftest import POLICY
 
 
 def edit(client, policy, document, **extra):
+    """Save the form; a change shown with its impact first is then published, as the
+    page's "Publish" button does (tests/policies/test_impact_admin.py tests that page)."""
     data = {
         "description": policy.description,
         "document": document if isinstance(document, str) else json.dumps(document),
@@ -22,7 +25,14 @@ def edit(client, policy, document, **extra):
         "base_version": policy.versions.order_by("-number").first().number,
         **extra,
     }
-    return client.post(reverse("admin:policies_policy_change", args=[policy.pk]), data)
+    url = reverse("admin:policies_policy_change", args=[policy.pk])
+    response = client.post(url, data)
+    confirm = re.search(
+        r'name="publish_confirmed" value="([0-9a-f]{64})"', response.content.decode()
+    )
+    if response.status_code == 200 and confirm:
+        response = client.post(url, {**data, "publish_confirmed": confirm[1]})
+    return response
 
 
 def tightened() -> dict:

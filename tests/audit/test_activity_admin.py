@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
+from guard.policy import policy_hash, validate_policy
 from members.models import ApiKey, Member, Role, Team
 from plans.models import SigningKey
 from tests.admin.conftest import (
@@ -248,6 +249,8 @@ def test_a_policy_published_in_the_admin_names_the_admin_the_version_and_the_com
             "document": json.dumps(document),
             "comment": "open by default",
             "base_version": policy_version.number,
+            # "Publish" on the page showing this document's impact (see policies.admin_preview)
+            "publish_confirmed": policy_hash(validate_policy(document)),
         },
     )
     assert response.status_code == 302, response.content.decode()

@@ -99,6 +99,8 @@ def test_a_team_admin_manages_members_policies_keys_and_plans(page, world):
     page.fill("#id_document", json.dumps(tightened, indent=2))
     page.fill("#id_comment", "no e-mail for now")
     page.click("input[name=_save]")
+    # (first shown with what it would refuse among live plans: tests/browser/test_policy_preview.py)
+    page.click("#impact-confirm input[name=_save]")
     expect(page.locator("ul.messagelist")).to_contain_text("Published default version 2")
     refreshed = refresh(world)
     assert refreshed.status_code == 200, refreshed.content

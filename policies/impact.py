@@ -1,0 +1,219 @@
+"""What publishing a policy document would do to the team's live plans, before it is published.
+
+A live plan is one that its next refresh would renew today: active, within its lifetime,
+its agent and member enabled, and its agent pointing at this policy (a refresh reads the
+agent's current policy, not the one the plan was issued under). Each is checked with the
+check the refresh itself runs, ``guard.policy_evaluation.evaluate_plan``, on the member's
+role and groups as they are now; a plan with a refused step would be ``policy_denied`` at
+its next refresh. Nothing is written.
+
+Plans are read in chunks by id, so a team with 100,000 live plans is never held in memory
+at once; only the first ``limit`` affected plans are listed, all of them are counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from django.db.models import Prefetch
+from django.utils import timezone
+
+from guard.policy_evaluation import StepDenial, evaluate_plan
+from members.models import Group, Member
+from plans.models import Plan
+
+from .models import Policy
+from .selectors import policy_active_version
+from .services import policy_document_validate
+
+#: plans read per query while checking
+CHUNK_SIZE: Final = 1000
+#: verdicts remembered while checking (plans of the same shape, for the same role and groups)
+MAX_REMEMBERED_VERDICTS: Final = 10_000
+#: affected plans listed by default (all are counted)
+DEFAULT_LISTED: Final = 100
+
+
+@dataclass(frozen=True)
+class RefusedStep:
+    """A step of a plan that the document refuses. ``index`` counts from 0, as the
+    ``plan.steps[0]`` paths of a ``policy_denied`` answer do; ``rule`` None is the default."""
+
+    index: int
+    tool: str
+    rule: int | None
+    reason: str
+
+    @property
+    def number(self) -> int:
+        """The step as people count it, from 1."""
+        return self.index + 1
+
+    def as_json(self) -> dict[str, Any]:
+        return {"index": self.index, "tool": self.tool, "rule": self.rule, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class AffectedPlan:
+    """A live plan whose next refresh the document would refuse, and whose it is."""
+
+    id: str
+    goal: str
+    agent_id: str
+    agent: str
+    member_id: int
+    user: str
+    role: str | None
+    groups: tuple[str, ...]
+    steps: tuple[RefusedStep, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "user": self.user,
+            "role": self.role,
+            "groups": list(self.groups),
+            "steps": [step.as_json() for step in self.steps],
+        }
+
+
+@dataclass(frozen=True)
+class PolicyImpact:
+    """The effect of publishing ``document`` over the policy's ``current_version`` (None
+    when nothing is published yet): ``plans_checked`` live plans, of which
+    ``plans_affected`` would be refused; ``plans`` lists the first of those, by plan id."""
+
+    policy: Policy
+    document: dict[str, Any]
+    current_version: int | None
+    plans_checked: int
+    plans_affected: int
+    plans: tuple[AffectedPlan, ...]
+
+    @property
+    def listed_all(self) -> bool:
+        return len(self.plans) == self.plans_affected
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy.slug,
+            "currentVersion": self.current_version,
+            "plansChecked": self.plans_checked,
+            "plansAffected": self.plans_affected,
+            "plans": [plan.as_json() for plan in self.plans],
+        }
+
+
+def live_plans_of_policy(*, policy: Policy, now: datetime | None = None):
+    """The plans that a refresh would renew today and that read ``policy`` when it does."""
+    return Plan.objects.filter(
+        team_id=policy.team_id,
+        agent__policy=policy,
+        agent__is_active=True,
+        member__is_active=True,
+        status=Plan.Status.ACTIVE,
+        expires_at__gt=now or timezone.now(),
+    )
+
+
+def _chunks(policy: Policy, now: datetime) -> Iterator[list[Plan]]:
+    """The live plans in id order, ``CHUNK_SIZE`` at a time, with agent and member (role
+    and groups: what the refresh reads) in a fixed number of queries per chunk."""
+    live = (
+        live_plans_of_policy(policy=policy, now=now)
+        .select_related("agent", "member__role")
+        .prefetch_related(
+            Prefetch("member__groups", queryset=Group.objects.order_by().only("id", "name"))
+        )
+        .only(
+            "id",
+            "goal",
+            "hash",
+            "document",
+            "agent__id",
+            "agent__name",
+            "member__id",
+            "member__email",
+            "member__role__name",
+        )
+        .order_by("pk")
+    )
+    after = ""
+    while True:
+        chunk = list(live.filter(pk__gt=after)[:CHUNK_SIZE])
+        if not chunk:
+            return
+        yield chunk
+        after = chunk[-1].pk
+
+
+def _role_and_groups(member: Member) -> tuple[str | None, tuple[str, ...]]:
+    """The role name and sorted group names, as the token of a refresh would carry them."""
+    return (member.role.name if member.role else None), tuple(member.group_names())
+
+
+def policy_impact(
+    *,
+    policy: Policy,
+    document: object,
+    limit: int = DEFAULT_LISTED,
+    now: datetime | None = None,
+) -> PolicyImpact:
+    """What publishing ``document`` as ``policy``'s next version would refuse among the
+    team's live plans. DomainError ``invalid_policy`` (with paths) for a bad document,
+    exactly as publishing it would answer."""
+    normalized = policy_document_validate(document)
+    now = now or timezone.now()
+    current = policy_active_version(policy=policy)
+    # Many plans share a shape and a member: the same plan hash for the same role and
+    # groups gets the same verdict.
+    verdicts: dict[tuple[str, str | None, tuple[str, ...]], list[StepDenial]] = {}
+    checked = affected = 0
+    listed: list[AffectedPlan] = []
+    for chunk in _chunks(policy, now):
+        for plan in chunk:
+            checked += 1
+            role, groups = _role_and_groups(plan.member)
+            key = (plan.hash, role, groups)
+            denials = verdicts.get(key)
+            if denials is None:
+                denials = evaluate_plan(normalized, plan.document, role=role, groups=groups)
+                if len(verdicts) >= MAX_REMEMBERED_VERDICTS:
+                    verdicts.clear()  # memory stays bounded however varied the plans
+                verdicts[key] = denials
+            if not denials:
+                continue
+            affected += 1
+            if len(listed) < limit:
+                listed.append(_affected(plan, role, groups, denials))
+    return PolicyImpact(
+        policy=policy,
+        document=normalized,
+        current_version=current.number if current else None,
+        plans_checked=checked,
+        plans_affected=affected,
+        plans=tuple(listed),
+    )
+
+
+def _affected(
+    plan: Plan, role: str | None, groups: tuple[str, ...], denials: list[StepDenial]
+) -> AffectedPlan:
+    return AffectedPlan(
+        id=plan.pk,
+        goal=plan.goal,
+        agent_id=plan.agent.pk,
+        agent=plan.agent.name,
+        member_id=plan.member.pk,
+        user=plan.member.email,
+        role=role,
+        groups=groups,
+        steps=tuple(
+            RefusedStep(index=denial.step, tool=denial.tool, rule=denial.rule, reason=denial.reason)
+            for denial in denials
+        ),
+    )

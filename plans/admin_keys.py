@@ -12,10 +12,12 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from kernel.admin_actions import confirm_action, redirect_after_action
@@ -73,7 +75,24 @@ class SigningKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
 
     def changelist_view(self, request, extra_context=None):
         context = {"can_rotate": self.has_manage_permission(request), **(extra_context or {})}
+        if context["can_rotate"]:
+            context.update(self._rotation_context())
         return super().changelist_view(request, context)
+
+    def _rotation_context(self) -> dict[str, object]:
+        """Whether "Rotate now" can work now, and if not, from when; and where the
+        emergency door (revoking the active key) is."""
+        schedule = keys.rotation_schedule()
+        return {
+            "schedule": schedule,
+            "rotate_possible": schedule.rotate_now_possible(timezone.now()),
+            "publication_delay": keys.publication_delay(),
+            "active_key_url": reverse(
+                "admin:plans_signingkey_change", args=[quote(schedule.active_kid)]
+            )
+            if schedule.active_kid
+            else "",
+        }
 
     def get_urls(self):
         return [
@@ -112,6 +131,9 @@ class SigningKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
                 self.message_user(request, f"Rotation failed: {exc}", messages.ERROR)
                 return HttpResponseRedirect(changelist_url)
             self._log_key_changes(request, result.changes, "“Rotate now”")
+            if result.outcome == keys.RotationResult.NEXT_KEY_TOO_YOUNG:
+                self.message_user(request, self._too_young_message(), messages.WARNING)
+                return HttpResponseRedirect(changelist_url)
             self.message_user(
                 request,
                 f"Rotation: {result.describe()}.",
@@ -129,7 +151,21 @@ class SigningKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
                 "keys": SigningKey.objects.exclude(state=SigningKey.State.REVOKED).order_by(
                     "created_at"
                 ),
+                **self._rotation_context(),
             },
+        )
+
+    def _too_young_message(self) -> str:
+        signs_from = keys.rotation_schedule().next_key_signs_from
+        when = (
+            timezone.localtime(signs_from).strftime("%Y-%m-%d %H:%M:%S %Z")
+            if signs_from
+            else "later"
+        )
+        return (
+            f"Not rotated: the next key is too young to sign. Rotate now becomes possible at "
+            f"{when}, once every verifier's cached JWKS lists it. In an emergency, revoke the "
+            "active key instead: the next key then signs at once."
         )
 
     @admin.action(description="Revoke selected signing keys", permissions=["manage"])

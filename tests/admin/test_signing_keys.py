@@ -158,7 +158,7 @@ def test_rotate_now_says_why_when_the_next_key_is_too_young(superuser_client, db
     response = superuser_client.post(reverse("admin:plans_signingkey_rotate"), follow=True)
 
     assert dict(SigningKey.objects.values_list("kid", "state")) == before
-    assert "next_key_too_young" in response.content.decode()
+    assert "Not rotated: the next key is too young" in response.content.decode()
     assert not LogEntry.objects.exists()
 
 

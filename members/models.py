@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import ClassVar, Literal, Self
 
@@ -25,6 +26,13 @@ API_KEY_FORMAT = CredentialFormat(prefix="pg_", purpose=b"plangate.api-key.v1")
 REVOCATION_BOUND_DEFAULT = 15
 REVOCATION_BOUND_MIN = 1
 REVOCATION_BOUND_MAX = 60
+
+
+def running_agents_stop_within(bounds: Iterable[int | None]) -> str:
+    """The admin's words for when a revocation or a disabling reaches running agents, from
+    the bounds of the teams it touches (the longest; the default when none is known)."""
+    longest = max((bound for bound in bounds if bound is not None), default=None)
+    return f"running agents stop within {longest or REVOCATION_BOUND_DEFAULT} s"
 
 
 def new_ulid() -> str:

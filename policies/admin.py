@@ -32,6 +32,7 @@ from kernel.problems import Code, DomainError
 from members.models import Agent
 
 from .admin_preview import impact_preview_response
+from .admin_republish import RepublishActionMixin
 from .impact import PolicyImpact, policy_impact
 from .models import Policy, PolicyVersion
 from .selectors import policy_active_version
@@ -332,8 +333,12 @@ class PolicyAdmin(ServiceSavedAdmin, PlangateModelAdmin):
 
 
 @admin.register(PolicyVersion)
-class PolicyVersionAdmin(ReadOnlyPermissions, PlangateModelAdmin):
-    """Published versions: read-only for everyone, superusers included."""
+class PolicyVersionAdmin(RepublishActionMixin, ReadOnlyPermissions, PlangateModelAdmin):
+    """Published versions: read-only for everyone, superusers included. An old one can be
+    published again as the newest (``RepublishActionMixin``), by those who edit policies."""
+
+    actions = ["publish_again"]
+    object_actions = {"publish_again": "Publish this version again"}
 
     list_display = [
         "__str__",

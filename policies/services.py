@@ -167,3 +167,29 @@ def policy_set(
             action = "created" if created else "published" if "version" in changes else "updated"
             _policy_change_record(policy, version, action, changes)
         return version
+
+
+def republish_comment(version: PolicyVersion, text: str = "") -> str:
+    """The comment of a version published again: says which, then the admin's words."""
+    text = " ".join(text.split())
+    return f"Republished version {version.number}" + (f": {text}" if text else "")
+
+
+def policy_version_republish(
+    *,
+    version: PolicyVersion,
+    comment: str = "",
+    created_by: str = "",
+    expected_base: int | _AnyBase | None = ANY_BASE,
+) -> PolicyVersion:
+    """Publish an old version's document again as the policy's next version (a rollback):
+    the same publication as any other, validated, numbered, recorded; its comment says
+    "Republished version N" and then ``comment``. When that document is already the active
+    one nothing is published and the active version is returned."""
+    return policy_version_publish(
+        policy=version.policy,
+        document=version.document,
+        comment=republish_comment(version, comment)[:500],
+        created_by=created_by,
+        expected_base=expected_base,
+    )

@@ -1,0 +1,119 @@
+"""Rollback: "Publish this version again" on an old policy version, the object action of
+the version's page. It publishes the old document as the next version through
+``policy_version_republish`` (validated, numbered and recorded like any publication), after
+a confirmation page that says how many live plans the document would refuse."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+
+from kernel.admin_actions import action_form, confirm_action, redirect_after_action
+from kernel.problems import DomainError
+
+from .impact import policy_impact
+from .models import PolicyVersion
+from .selectors import policy_active_version
+from .services import policy_version_republish
+
+
+class RepublishForm(forms.Form):
+    comment = forms.CharField(
+        max_length=400,
+        required=False,
+        help_text='Optional: why. The version\'s comment reads "Republished version N: …".',
+        widget=forms.TextInput(attrs={"size": 80}),
+    )
+
+
+class RepublishActionMixin(admin.ModelAdmin):
+    """For the PolicyVersion admin, listed before its base: the action, who may run it
+    (those who may change policies; never an auditor) and on which versions (not the
+    active one, which is already the newest)."""
+
+    def has_publish_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm("policies.change_policy")
+
+    def object_action_available(self, obj: PolicyVersion, action_name: str) -> bool:
+        if action_name != "publish_again":
+            return True
+        active = policy_active_version(policy=obj.policy_id)
+        return active is not None and active.pk != obj.pk
+
+    @admin.action(description="Publish the selected version again", permissions=["publish"])
+    def publish_again(
+        self, request: HttpRequest, queryset: QuerySet[PolicyVersion], next_url: str = ""
+    ) -> HttpResponse | None:
+        versions = list(queryset.select_related("policy", "policy__team")[:2])
+        if len(versions) != 1:
+            self.message_user(request, "Choose one version to publish again.", messages.ERROR)
+            return None
+        version = versions[0]
+        policy = version.policy
+        current = policy_active_version(policy=policy)
+        form = action_form(request, RepublishForm)
+        confirmation = confirm_action(
+            self,
+            request,
+            queryset,
+            action="publish_again",
+            next_url=next_url,
+            title=f"Publish {policy.slug} version {version.number} again",
+            question=(
+                f"Publish the document of version {version.number} as the newest version of "
+                f"{policy.slug}"
+                + (f" (version {current.number + 1})" if current else "")
+                + "? Agents using it get it with their next plan or refresh."
+            ),
+            button="Publish again",
+            warning=_impact_warning(version),
+            form=form,
+        )
+        if confirmation is not None:
+            return confirmation
+        try:
+            published = policy_version_republish(
+                version=version,
+                comment=form.cleaned_data["comment"],
+                created_by=request.user.get_username(),
+            )
+        except DomainError as exc:
+            details = "; ".join(f"{error.path}: {error.detail}" for error in exc.errors)
+            self.message_user(request, f"{exc.detail} {details}".strip(), messages.ERROR)
+            return redirect_after_action(request)
+        if current is not None and published.pk == current.pk:
+            self.message_user(
+                request,
+                f"Version {version.number}'s document is already the active one "
+                f"(version {current.number}): nothing was published.",
+                messages.WARNING,
+            )
+            return redirect_after_action(request)
+        self.log_change(
+            request, policy, f"Published version {published.number}: {published.comment}."
+        )
+        self.message_user(
+            request,
+            f"Published {policy.slug} version {published.number} with the document of version "
+            f"{version.number}. Agents using it get it with their next plan or refresh.",
+        )
+        return HttpResponseRedirect(
+            reverse("admin:policies_policyversion_change", args=[published.pk])
+        )
+
+
+def _impact_warning(version: PolicyVersion) -> str:
+    """How many live plans the document would refuse at their next refresh, if any."""
+    try:
+        impact = policy_impact(policy=version.policy, document=version.document, limit=0)
+    except DomainError:
+        return "This document is no longer valid: publishing it will be refused."
+    if not impact.plans_affected:
+        return ""
+    return (
+        f"{impact.plans_affected} of {impact.plans_checked} live plans would be refused "
+        "(policy_denied) at their next refresh."
+    )

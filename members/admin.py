@@ -26,6 +26,7 @@ from kernel.admin_forms import ServiceSavedAdmin
 from kernel.admin_widgets import admin_link, datetime_column
 
 from . import admin_agents  # noqa: F401  (registers AgentAdmin, ApiKeyAdmin)
+from .admin_references import PolicyReferencesAdmin
 from .forms import MemberForm
 from .models import Group, Member, Role, Team
 from .services import member_disable
@@ -203,13 +204,19 @@ class MembersShownAdmin(RecordedChangesAdmin, PlangateModelAdmin):
 
 
 @admin.register(Role)
-class RoleAdmin(MembersShownAdmin):
+class RoleAdmin(PolicyReferencesAdmin, MembersShownAdmin):
     member_filter = "role__id__exact"
+    reference_field = "roles"
+    reference_noun = "role"
+    members_phrase = "with this role"
 
 
 @admin.register(Group)
-class GroupAdmin(MembersShownAdmin):
+class GroupAdmin(PolicyReferencesAdmin, MembersShownAdmin):
     member_filter = "groups__id__exact"
+    reference_field = "groups"
+    reference_noun = "group"
+    members_phrase = "in this group"
 
 
 # --- Django's users and permission groups --------------------------------------------------

@@ -14,10 +14,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from django.db.models import F
+
 from guard.errors import FieldError
 from members.models import Group, Role, Team
 
-from .models import Policy, PolicyVersion
+from .models import PolicyVersion, active_version_annotations
 
 #: the rule fields that name people's roles and groups
 ScopeField = Literal["roles", "groups"]
@@ -102,9 +104,10 @@ def policy_rules_naming(
     if not wanted:
         return []
     team_id = team.pk if isinstance(team, Team) else team
-    active = Policy.objects.filter(team_id=team_id).with_active_version()
     versions = (
-        PolicyVersion.objects.filter(pk__in=active.values("active_version_id"))
+        PolicyVersion.objects.filter(policy__team_id=team_id)
+        .annotate(**active_version_annotations("policy_id"))
+        .filter(pk=F("active_version_id"))
         .select_related("policy")
         .order_by("policy__slug")
     )

@@ -28,7 +28,7 @@ from kernel.admin_widgets import admin_link, datetime_column
 from . import admin_agents  # noqa: F401  (registers AgentAdmin, ApiKeyAdmin)
 from .admin_references import PolicyReferencesAdmin
 from .forms import MemberForm
-from .models import Group, Member, Role, Team
+from .models import Group, Member, Role, Team, running_agents_stop_within
 from .services import member_disable
 
 if TYPE_CHECKING:
@@ -154,19 +154,24 @@ class MemberAdmin(ServiceSavedAdmin, PlangateModelAdmin):
     @admin.action(description="Disable selected members", permissions=["change"])
     def disable_members(self, request: HttpRequest, queryset):
         disabled = []
+        bounds = []
         with transaction.atomic():
             for member in queryset.filter(is_active=True).select_related("team"):
                 member_disable(team=member.team, email=member.email)
+                stop = running_agents_stop_within([member.team.revocation_bound_seconds])
                 self.log_change(
                     request,
                     member,
                     "Disabled by the “Disable selected members” action: no plan or refresh "
-                    "is signed for them any more.",
+                    f"is signed for them any more, and {stop} (user_disabled).",
                 )
                 disabled.append(member.email)
+                bounds.append(member.team.revocation_bound_seconds)
         if disabled:
             self.message_user(
-                request, f"Disabled {len(disabled)} member(s): {', '.join(disabled)}."
+                request,
+                f"Disabled {len(disabled)} member(s): {', '.join(disabled)}. Their "
+                f"{running_agents_stop_within(bounds)}.",
             )
         else:
             self.message_user(request, "The selected members were already disabled.", messages.INFO)

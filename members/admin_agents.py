@@ -7,6 +7,7 @@ imports this module, so admin autodiscovery registers it.
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, ClassVar
 
 from django import forms
@@ -34,7 +35,7 @@ from kernel.admin_widgets import datetime_column
 from policies.models import ActiveVersionAnnotations, active_version_annotations
 
 from .forms import AgentForm
-from .models import Agent, ApiKey, ApiKeyQuerySet
+from .models import Agent, ApiKey, ApiKeyQuerySet, running_agents_stop_within
 from .services import api_key_create, api_key_revoke
 
 if TYPE_CHECKING:
@@ -153,6 +154,18 @@ class AgentAdmin(ServiceSavedAdmin, PlangateModelAdmin):
 
     def get_fields(self, request, obj=None):
         return ["team", "name", "policy", "is_active"] + (["id", "created_at"] if obj else [])
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if "is_active" in form.base_fields:
+            # A class-level form is shared: the help text goes on a copy of the field.
+            field = form.base_fields["is_active"] = copy.copy(form.base_fields["is_active"])
+            bound = obj.team.revocation_bound_seconds if obj is not None else None
+            field.help_text = (
+                "Untick to disable the agent: no plan or refresh is signed for it, and its "
+                f"{running_agents_stop_within([bound])} (their calls are agent_disabled)."
+            )
+        return form
 
     def get_readonly_fields(self, request, obj=None):
         # An agent keeps its team: its plans and keys were issued there.
@@ -330,7 +343,14 @@ class ApiKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
             action="revoke_api_keys",
             next_url=next_url,
             title="Revoke API keys",
-            question="Revoke these API keys? Every request made with them is refused from now on.",
+            question=(
+                "Revoke these API keys? Every request made with them is refused from now on, "
+                "and the guards that hold them block every further call as agent_disabled: "
+                + running_agents_stop_within(
+                    queryset.values_list("agent__team__revocation_bound_seconds", flat=True)
+                )
+                + "."
+            ),
             button="Yes, revoke",
             warning="This cannot be undone: the agent needs a new key.",
         )

@@ -30,7 +30,7 @@ from kernel.admin_export import ExportMixin
 from kernel.admin_scoping import scope_to_teams
 from kernel.admin_widgets import TextInputFilter, admin_link, datetime_column
 from kernel.json_format import pretty_json
-from members.models import email_normalize
+from members.models import email_normalize, running_agents_stop_within
 
 from . import admin_keys  # noqa: F401  (registers SigningKeyAdmin)
 from .admin_decisions import SuggestedToolFilter
@@ -215,8 +215,12 @@ class PlanAdmin(ExportMixin, ReadOnlyAdmin):
             next_url=next_url,
             title="Revoke plans",
             question=(
-                "Revoke these plans? Their next refresh answers 410 plan_revoked and the "
-                "agent's guard blocks every further call."
+                "Revoke these plans? The agents' guards block every further call as "
+                "plan_revoked: "
+                + running_agents_stop_within(
+                    queryset.values_list("team__revocation_bound_seconds", flat=True)
+                )
+                + ", and a refresh answers 410 plan_revoked."
             ),
             button="Yes, revoke",
             warning="This cannot be undone: the agent must declare a new plan.",

@@ -24,6 +24,7 @@ from kernel.admin_actions import confirm_action, redirect_after_action
 from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
 from kernel.admin_widgets import datetime_column
 from kernel.problems import DomainError
+from members.models import Team, running_agents_stop_within
 
 from . import keys
 from .models import SigningKey
@@ -179,7 +180,11 @@ class SigningKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
             title="Revoke signing keys",
             question=(
                 "Revoke these keys? They leave the JWKS at once, so guards stop accepting "
-                "tokens they signed; a fresh key signs from now on. Those tokens cannot be "
+                "tokens they signed ("
+                + running_agents_stop_within(
+                    Team.objects.values_list("revocation_bound_seconds", flat=True)
+                )
+                + ", as token_invalid); a fresh key signs from now on. Those tokens cannot be "
                 "refreshed either (a revoked key may be in the wrong hands): their agents "
                 "declare new plans."
             ),

@@ -67,10 +67,20 @@ class PlangateModelAdmin(ObjectActionsMixin, admin.ModelAdmin):
     def get_changeform_initial_data(self, request: HttpRequest) -> dict:
         # A form's initial data takes any value; Django's own comes from the query string.
         initial: dict[str, Any] = dict(super().get_changeform_initial_data(request))
-        team_ids = user_team_ids(request)
-        if team_path_of(self.model) == "team" and team_ids is not None and len(team_ids) == 1:
-            initial.setdefault("team", team_ids[0])
+        if team_path_of(self.model) == "team":
+            only_team = self._only_team_id(request)
+            if only_team is not None:
+                initial.setdefault("team", only_team)
         return initial
+
+    def _only_team_id(self, request: HttpRequest) -> int | None:
+        """The team a new row goes to when the user manages exactly one: their only team,
+        or, for a superuser, the installation's only team."""
+        team_ids = user_team_ids(request)
+        if team_ids is None:
+            teams = self.model._meta.get_field("team").related_model._default_manager
+            team_ids = list(teams.values_list("pk", flat=True)[:2])
+        return team_ids[0] if len(team_ids) == 1 else None
 
     def get_list_display(self, request: HttpRequest):
         columns = list(super().get_list_display(request))

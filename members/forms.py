@@ -3,16 +3,46 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.urls import reverse
+from django.utils.html import format_html
+
 from kernel.admin_forms import ServiceModelForm
 
 from .models import Agent, Member
-from .services import agent_create, agent_update, member_save
+from .services import (
+    agent_create,
+    agent_update,
+    member_email_owner,
+    member_email_taken_message,
+    member_save,
+)
 
 
 class MemberForm(ServiceModelForm):
     class Meta:
         model = Member
         fields = ["team", "email", "name", "role", "groups", "is_active"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        team, email = data.get("team"), data.get("email")
+        if team is not None and email:
+            # Said here, with a link to the member, before the (team, e-mail) constraint
+            # would be named instead; the field's error also keeps the constraint unchecked.
+            owner = member_email_owner(team=team, email=email, member=self.instance)
+            if owner is not None:
+                self.add_error(
+                    "email",
+                    format_html(
+                        '{} <a href="{}">Open {}</a>.',
+                        member_email_taken_message(email, team),
+                        reverse("admin:members_member_change", args=[owner.pk]),
+                        owner.email,
+                    ),
+                )
+        return data
 
     def save_through_service(self) -> Member:
         data = self.cleaned_data

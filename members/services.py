@@ -76,6 +76,19 @@ def _not_in_team(team: Team, path: str, rows: Iterable[Role | Group | Policy]) -
     ]
 
 
+def member_email_owner(*, team: Team, email: str, member: Member | None = None) -> Member | None:
+    """The team's member, other than ``member``, who already has this e-mail (in any case):
+    an e-mail is a team's only once. The admin's form links to them."""
+    taken = Member.objects.for_email(team, email)
+    if member is not None and member.pk is not None:
+        taken = taken.exclude(pk=member.pk)
+    return taken.first()
+
+
+def member_email_taken_message(email: str, team: Team) -> str:
+    return f"{email_normalize(email)} is already a member of {team}."
+
+
 def member_save(
     *,
     team: Team,
@@ -98,13 +111,8 @@ def member_save(
     errors = _not_in_team(team, "role", [role] if isinstance(role, Role) else [])
     errors += _not_in_team(team, "groups", [g for g in group_list or [] if isinstance(g, Group)])
     with transaction.atomic():
-        taken = Member.objects.for_email(team, email)
-        if member is not None:
-            taken = taken.exclude(pk=member.pk)
-        if taken.exists():
-            errors.append(
-                FieldError("email", f"{email_normalize(email)} is already a member of {team}.")
-            )
+        if member_email_owner(team=team, email=email, member=member) is not None:
+            errors.append(FieldError("email", member_email_taken_message(email, team)))
         if errors:
             raise _refusal(errors)
         # Read from the database: an admin form has already put its values on ``member``.

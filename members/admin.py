@@ -76,7 +76,14 @@ class TeamAdmin(RecordedChangesAdmin, PlangateModelAdmin):
     search_fields = ["name", "slug"]
     filter_horizontal = ["staff"]
     ordering = ["slug"]
-    fields = ["name", "slug", "log_call_arguments", "staff", "created_at"]
+    fields = [
+        "name",
+        "slug",
+        "log_call_arguments",
+        "revocation_bound_seconds",
+        "staff",
+        "created_at",
+    ]
 
     def get_queryset(self, request):
         return (

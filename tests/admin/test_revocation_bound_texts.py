@@ -67,3 +67,20 @@ def test_the_agent_page_says_when_unticking_active_stops_it(team_admin_client, t
 
     assert page.status_code == 200
     assert "running agents stop within 12 s" in page.content.decode()
+
+
+def test_a_team_admin_sets_the_bound_within_1_to_60_seconds(team_admin_client, team):
+    url = reverse("admin:members_team_change", args=[team.pk])
+    form = {"name": team.name, "log_call_arguments": "", "revocation_bound_seconds": "61"}
+
+    refused = team_admin_client.post(url, form)
+    team.refresh_from_db()
+    bound_after_refusal = team.revocation_bound_seconds
+    accepted = team_admin_client.post(url, {**form, "revocation_bound_seconds": "5"})
+    team.refresh_from_db()
+
+    assert refused.status_code == 200
+    assert "revocation_bound_seconds" in refused.context["adminform"].form.errors
+    assert bound_after_refusal == 15
+    assert accepted.status_code == 302
+    assert team.revocation_bound_seconds == 5

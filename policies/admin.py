@@ -35,6 +35,7 @@ from .admin_preview import impact_preview_response
 from .admin_republish import RepublishActionMixin
 from .impact import PolicyImpact, policy_impact
 from .models import Policy, PolicyVersion
+from .references import policy_reference_warnings
 from .selectors import policy_active_version
 from .services import ANY_BASE, policy_document_validate, policy_set
 
@@ -314,6 +315,14 @@ class PolicyAdmin(ServiceSavedAdmin, PlangateModelAdmin):
                 request,
                 f"Published {obj.slug} version {version.number}. Agents using it get it with "
                 "their next plan or refresh.",
+            )
+        published = version or form.current
+        assert published is not None
+        for warning in policy_reference_warnings(team=obj.team, document=published.document):
+            self.message_user(
+                request,
+                f"{warning}: the rule matches no member until the team has it.",
+                messages.WARNING,
             )
 
     def construct_change_message(self, request, form: forms.Form, formsets, add=False):

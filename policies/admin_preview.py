@@ -16,6 +16,8 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from .references import policy_reference_warnings
+
 if TYPE_CHECKING:
     from .admin import PolicyForm
 
@@ -71,6 +73,7 @@ def impact_preview_response(
             new_label=f"{policy.slug} v{current.number + 1} (this change)",
         ),
         "carried": carried,
+        "reference_warnings": policy_reference_warnings(team=policy.team, document=impact.document),
         "confirm_hash": form.impact_hash,
         "change_url": change_url,
     }

@@ -1,13 +1,19 @@
 """A role's or group's page lists the active policy rules that name it; renaming or deleting
 one that a rule names asks first, listing those rules; nothing is renamed before "Rename
-anyway", and the confirmed rename is recorded in the activity log."""
+anyway", and the confirmed rename is recorded in the activity log. Publishing a policy that
+names roles or groups the team does not have warns (after saving, and on the impact
+preview of an edit) but publishes."""
 
 from __future__ import annotations
+
+import copy
+import json
 
 import pytest
 from django.urls import reverse
 
 from members.models import Group, Role
+from policies.models import Policy
 from policies.services import policy_set
 from tests.audit.activity_helpers import about
 from tests.conftest import POLICY
@@ -210,3 +216,63 @@ def test_the_delete_selected_action_lists_the_rules(team_admin_client, sre, onca
     assert "Active policy rules name the group you are deleting" in page
     assert "<code>rules[3]</code>" in page
     assert Group.objects.filter(pk=oncall.pk).exists()
+
+
+# --- publishing a policy that names roles or groups the team does not have ----------------------
+
+
+def add_policy(client, team, document):
+    return client.post(
+        reverse("admin:policies_policy_add"),
+        {"team": team.pk, "slug": "deploys", "description": "", "document": json.dumps(document)},
+        follow=True,
+    )
+
+
+def warning_messages(response) -> list[str]:
+    return [
+        str(message) for message in response.context["messages"] if message.level_tag == "warning"
+    ]
+
+
+def test_publishing_names_the_team_lacks_warns_after_saving(team_admin_client, team, member):
+    response = add_policy(team_admin_client, team, POLICY)
+
+    assert response.status_code == 200
+    assert Policy.objects.get(team=team, slug="deploys").versions.count() == 1  # published
+    assert warning_messages(response) == [
+        'rules[3].roles[0]: role "sre" does not exist in team default: the rule matches no'
+        " member until the team has it.",
+        'rules[3].groups[0]: group "oncall" does not exist in team default: the rule matches'
+        " no member until the team has it.",
+    ]
+
+
+def test_publishing_names_the_team_has_warns_nothing(team_admin_client, team, sre_member):
+    response = add_policy(team_admin_client, team, POLICY)
+
+    assert Policy.objects.filter(team=team, slug="deploys").exists()
+    assert warning_messages(response) == []
+
+
+def test_the_impact_preview_of_an_edit_lists_the_names_the_team_lacks(
+    team_admin_client, team, sre_member, policy_version
+):
+    renamed = copy.deepcopy(POLICY)
+    renamed["rules"][3]["roles"] = ["site-reliability"]
+
+    preview = team_admin_client.post(
+        reverse("admin:policies_policy_change", args=[policy_version.policy_id]),
+        {
+            "description": "",
+            "document": json.dumps(renamed),
+            "comment": "",
+            "base_version": policy_version.number,
+        },
+    )
+
+    page = preview.content.decode()
+    assert 'id="reference-warnings"' in page
+    assert "<code>rules[3].roles[0]</code>" in page
+    assert "role &quot;site-reliability&quot; does not exist in team default" in page
+    assert policy_version.policy.versions.count() == 1  # nothing published yet

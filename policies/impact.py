@@ -151,8 +151,8 @@ def _chunks(policy: Policy, now: datetime) -> Iterator[list[Plan]]:
         after = chunk[-1].pk
 
 
-def _role_and_groups(member: Member) -> tuple[str | None, tuple[str, ...]]:
-    """The role name and sorted group names, as the token of a refresh would carry them."""
+def member_role_and_groups(member: Member) -> tuple[str | None, tuple[str, ...]]:
+    """The role name and sorted group names, as a token signed now would carry them."""
     return (member.role.name if member.role else None), tuple(member.group_names())
 
 
@@ -177,7 +177,7 @@ def policy_impact(
     for chunk in _chunks(policy, now):
         for plan in chunk:
             checked += 1
-            role, groups = _role_and_groups(plan.member)
+            role, groups = member_role_and_groups(plan.member)
             key = (plan.hash, role, groups)
             denials = verdicts.get(key)
             if denials is None:

@@ -16,6 +16,7 @@ from kernel.problems import DomainError
 
 from .impact import policy_impact
 from .models import PolicyVersion
+from .references import policy_reference_warnings
 from .selectors import policy_active_version
 from .services import policy_version_republish
 
@@ -100,6 +101,13 @@ class RepublishActionMixin(admin.ModelAdmin):
             f"Published {policy.slug} version {published.number} with the document of version "
             f"{version.number}. Agents using it get it with their next plan or refresh.",
         )
+        # An old document may name a role or group renamed or deleted since.
+        for warning in policy_reference_warnings(team=policy.team, document=published.document):
+            self.message_user(
+                request,
+                f"{warning}: the rule matches no member until the team has it.",
+                messages.WARNING,
+            )
         return HttpResponseRedirect(
             reverse("admin:policies_policyversion_change", args=[published.pk])
         )

@@ -276,3 +276,27 @@ def test_the_impact_preview_of_an_edit_lists_the_names_the_team_lacks(
     assert "<code>rules[3].roles[0]</code>" in page
     assert "role &quot;site-reliability&quot; does not exist in team default" in page
     assert policy_version.policy.versions.count() == 1  # nothing published yet
+
+
+def test_publishing_an_old_version_again_warns_about_names_gone_since(
+    team_admin_client, team, sre_member, policy_version
+):
+    policy_set(team=team, slug="default", document={**POLICY, "rules": POLICY["rules"][:3]})
+    Role.objects.filter(team=team, name="sre").update(name="site-reliability")
+
+    response = team_admin_client.post(
+        reverse("admin:policies_policyversion_changelist"),
+        {
+            "action": "publish_again",
+            "_selected_action": [policy_version.pk],
+            "post": "yes",
+            "comment": "",
+        },
+        follow=True,
+    )
+
+    assert policy_version.policy.versions.count() == 3  # published all the same
+    assert warning_messages(response) == [
+        'rules[3].roles[0]: role "sre" does not exist in team default: the rule matches no'
+        " member until the team has it."
+    ]

@@ -33,6 +33,7 @@ from members.models import Agent
 
 from .admin_preview import impact_preview_response
 from .admin_republish import RepublishActionMixin
+from .admin_simulator import SimulatorMixin, simulator_link
 from .impact import PolicyImpact, policy_impact
 from .models import Policy, PolicyVersion
 from .references import policy_reference_warnings
@@ -218,7 +219,19 @@ class PolicyAdmin(ServiceSavedAdmin, PlangateModelAdmin):
                 ("Document", {"fields": ["document", "comment"]}),
             ]
         return [
-            (None, {"fields": ["team", "slug", "description", "current_version", "agents_using"]}),
+            (
+                None,
+                {
+                    "fields": [
+                        "team",
+                        "slug",
+                        "description",
+                        "current_version",
+                        "simulator",
+                        "agents_using",
+                    ]
+                },
+            ),
             (
                 "Document: saving publishes the next version",
                 {"fields": ["document", "comment", "base_version"]},
@@ -230,7 +243,7 @@ class PolicyAdmin(ServiceSavedAdmin, PlangateModelAdmin):
         if obj is None:
             return []
         # The slug is the policy's id in API responses and in `set_policy`.
-        return ["team", "slug", "current_version", "agents_using", "version_history"]
+        return ["team", "slug", "current_version", "simulator", "agents_using", "version_history"]
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # versions are kept: tokens and plans point at them
@@ -246,6 +259,10 @@ class PolicyAdmin(ServiceSavedAdmin, PlangateModelAdmin):
             number, version_id = version.number, version.pk
         url = reverse("admin:policies_policyversion_change", args=[version_id])
         return format_html('<a href="{}">v{}</a>', url, number)
+
+    @admin.display(description="simulator")
+    def simulator(self, policy: Policy) -> str:
+        return simulator_link(policy_active_version(policy=policy))
 
     @admin.display(description="agents")
     def agent_list(self, policy: Policy) -> str:
@@ -342,7 +359,9 @@ class PolicyAdmin(ServiceSavedAdmin, PlangateModelAdmin):
 
 
 @admin.register(PolicyVersion)
-class PolicyVersionAdmin(RepublishActionMixin, ReadOnlyPermissions, PlangateModelAdmin):
+class PolicyVersionAdmin(
+    SimulatorMixin, RepublishActionMixin, ReadOnlyPermissions, PlangateModelAdmin
+):
     """Published versions: read-only for everyone, superusers included. An old one can be
     published again as the newest (``RepublishActionMixin``), by those who edit policies."""
 
@@ -369,6 +388,7 @@ class PolicyVersionAdmin(RepublishActionMixin, ReadOnlyPermissions, PlangateMode
         "created_by",
         "created_at",
         "neighbours",
+        "simulate",
         "changes",
         "rules_listed",
         "document_pretty",
@@ -409,6 +429,10 @@ class PolicyVersionAdmin(RepublishActionMixin, ReadOnlyPermissions, PlangateMode
         if active is not None and active.pk == version.pk:
             parts.append("this is the active version")
         return format_html_join(" · ", "{}", ((part,) for part in parts))
+
+    @admin.display(description="simulator")
+    def simulate(self, version: PolicyVersion) -> str:
+        return simulator_link(version)
 
     @admin.display(description="changes from the version before")
     def changes(self, version: PolicyVersion) -> str:

@@ -258,6 +258,7 @@ def unpinned_policy_arguments(
     *,
     role: str | None,
     groups: Sequence[str],
+    denials: Sequence[StepDenial] | None = None,
 ) -> list[StepWarning]:
     """The steps of a normalised plan that `evaluate_plan` admits only through allow rules
     constraining an argument the step leaves free (the rule pins ``repo``, the step pins
@@ -268,23 +269,30 @@ def unpinned_policy_arguments(
     admitting rule has no `args` or has all of its arguments pinned by the step (whether
     the two constraints agree is checked per call), nor when the policy default allows
     (a call outside the rule's conditions is allowed anyway). Deny rules with `args` are
-    not conditions of admission and are left out.
+    not conditions of admission and are left out. ``denials`` is what `evaluate_plan`
+    answered for the same plan and member, when the caller has it (an issued plan: none).
     """
     if policy["default"] == "allow":
         return []
     rules = _applicable_rules(policy, role, groups)
     by_index = {rule.index: rule for rule in rules}
-    refused = {denial.step for denial in evaluate_plan(policy, plan, role=role, groups=groups)}
+    if denials is None:
+        denials = evaluate_plan(policy, plan, role=role, groups=groups)
+    refused = {denial.step for denial in denials}
+    # Plans repeat tools: match each tool name against the rules' globs once.
+    allows_by_tool: dict[str, list[_Rule]] = {}
     warnings: list[StepWarning] = []
     for step_index, step in enumerate(plan["steps"]):
         if step_index in refused:
             continue
         tool = step["tool"]
+        allows = allows_by_tool.get(tool)
+        if allows is None:
+            allows = [rule for rule in rules if not rule.deny and rule.concerns(tool)]
+            allows_by_tool[tool] = allows
         step_arguments = step.get("args") or {}
         unpinned: list[UnpinnedRule] = []
-        for rule in rules:
-            if rule.deny or not rule.concerns(tool):
-                continue
+        for rule in allows:
             missing = tuple(name for name in (rule.pinned or {}) if name not in step_arguments)
             if not missing:
                 break  # this rule's conditions are all pinned (or it has none)

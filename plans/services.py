@@ -143,7 +143,10 @@ def _unpinned_argument_warnings(
     """The admitted plan's steps whose calls the policy may still refuse for arguments the
     plan leaves free (guard.policy_evaluation.unpinned_policy_arguments): told at signing
     time so the developer need not learn it from blocked calls. Never a refusal."""
-    return tuple(unpinned_policy_arguments(version.document, plan, role=role, groups=groups))
+    # denials=(): _admitted_policy_version has refused any plan with a denial.
+    return tuple(
+        unpinned_policy_arguments(version.document, plan, role=role, groups=groups, denials=())
+    )
 
 
 def _record_token(

@@ -204,3 +204,29 @@ def test_the_predicate_names_every_admitting_rule_and_only_the_arguments_left_fr
     assert "rules[0] requires repo" in warning.detail
     assert "rules[2] requires env" in warning.detail
     assert "rules[1]" not in warning.detail  # a deny rule is no condition of admission
+
+
+def test_the_predicate_leaves_out_the_steps_evaluate_plan_refuses():
+    policy = validate_policy(
+        {
+            "version": 1,
+            "default": "deny",
+            "rules": [
+                {"effect": "allow", "tools": ["ship"], "args": {"repo": {"eq": "a"}}},
+                {"effect": "deny", "tools": ["ship"], "name": "no shipping on Fridays"},
+                {"effect": "allow", "tools": ["build"], "args": {"repo": {"eq": "a"}}},
+            ],
+        }
+    )
+    plan = validate_plan(
+        {
+            "version": 1,
+            "goal": "ship",
+            "user": "a@b.test",
+            "steps": [{"tool": "ship"}, {"tool": "build"}, {"tool": "unknown"}],
+        }
+    )
+
+    warnings = unpinned_policy_arguments(policy, plan, role=None, groups=[])
+
+    assert [warning.path for warning in warnings] == ["steps[1]"]

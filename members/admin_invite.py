@@ -20,6 +20,8 @@ from audit.doors import person_actor
 from kernel.problems import DomainError
 
 from .invite import (
+    NAME_MAX_LENGTH,
+    USERNAME_MAX_LENGTH,
     ConsoleRole,
     can_invite,
     invitable_teams,
@@ -32,8 +34,8 @@ from .models import Team
 
 
 class InviteForm(forms.Form):
-    email = forms.EmailField(label="E-mail", max_length=150)
-    name = forms.CharField(label="Name", max_length=150, required=False)
+    email = forms.EmailField(label="E-mail", max_length=USERNAME_MAX_LENGTH)
+    name = forms.CharField(label="Name", max_length=NAME_MAX_LENGTH, required=False)
     console_role = forms.ChoiceField(
         label="Console role", choices=ConsoleRole.choices, widget=forms.RadioSelect
     )
@@ -107,7 +109,7 @@ class SetPasswordView(PasswordResetConfirmView):
     success_url = reverse_lazy("admin:login")
     extra_context = {"site_header": "Plangate", "site_title": "Plangate admin"}
 
-    def form_valid(self, form):
+    def form_valid(self, form: Any) -> HttpResponse:
         user: User = form.user
         with acting_as(person_actor(user)):
             response = super().form_valid(form)

@@ -25,8 +25,8 @@ class MemberForm(ServiceModelForm):
         model = Member
         fields = ["team", "email", "name", "role", "groups", "is_active"]
 
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
+    def clean(self) -> dict[str, Any] | None:
+        data = super().clean() or {}
         team, email = data.get("team"), data.get("email")
         if team is not None and email:
             # Said here, with a link to the member, before the (team, e-mail) constraint

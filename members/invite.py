@@ -42,6 +42,10 @@ from kernel.problems import Code, DomainError
 
 from .models import Team, email_normalize
 
+#: Django's username length: the e-mail is the username
+USERNAME_MAX_LENGTH = 150
+#: Django's first_name length, which holds the whole name
+NAME_MAX_LENGTH = 150
 #: who may invite to the teams they are staff of (held by "Team admins", not by auditors)
 INVITE_PERMISSION = "members.change_team"
 
@@ -131,7 +135,7 @@ def teammate_invite(
         validate_email(email)
     except ValidationError:
         raise _refused(Code.INVALID_REQUEST, "email", "Enter a valid e-mail address.") from None
-    if len(email) > User._meta.get_field("username").max_length:
+    if len(email) > USERNAME_MAX_LENGTH:
         raise _refused(Code.INVALID_REQUEST, "email", "This e-mail address is too long.")
     try:
         role = ConsoleRole(console_role)
@@ -177,7 +181,7 @@ def teammate_invite(
             user = User(username=email, email=email)
             user.set_unusable_password()
         if name.strip():
-            user.first_name = name.strip()[: User._meta.get_field("first_name").max_length]
+            user.first_name = name.strip()[:NAME_MAX_LENGTH]
         user.is_staff = True
         user.is_active = True
         user.save()

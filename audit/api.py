@@ -15,21 +15,17 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import authentication, serializers
-from rest_framework.exceptions import Throttled
+from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from guard.errors import FieldError
+from kernel.bearer import BearerAuthentication, CredentialRateThrottle
 from kernel.problems import Code, DomainError
-from kernel.ratelimit import rate_limit_hit, rate_limit_peek, rate_parse
-from members.authentication import AUTH_FAILURE_SCOPE
 
 from .chain import record_document
 from .models import AuditRecord, AuditToken
@@ -47,36 +43,20 @@ def request_audit_token(request: Request) -> AuditToken:
     return cast(AuditToken, request.auth)
 
 
-class AuditTokenAuthentication(authentication.BaseAuthentication):
+class AuditTokenAuthentication(BearerAuthentication):
     """``Authorization: Bearer pga_...``. ``request.user`` and ``request.auth`` are the
     AuditToken. Failed attempts count against the client address's budget of failed
-    authentications (PLANGATE_AUTH_FAILURE_LIMIT), the one API keys count against too."""
+    authentications (kernel.bearer), the one API keys count against too."""
 
-    keyword = "bearer"
-
-    def authenticate(self, request: Request) -> tuple[AuditToken, AuditToken]:
-        header = authentication.get_authorization_header(request).decode("latin-1")
-        scheme, _, credential = header.partition(" ")
-        if scheme.lower() != self.keyword or not credential.strip():
-            raise DomainError(
-                Code.INVALID_AUDIT_TOKEN, "Use `Authorization: Bearer <audit token>`."
-            )
-        address = BaseThrottle().get_ident(request) or "unknown"
-        rate = rate_parse(settings.PLANGATE_AUTH_FAILURE_LIMIT)
-        so_far = rate_limit_peek(scope=AUTH_FAILURE_SCOPE, ident=address, rate=rate)
-        if not so_far.allowed:
-            raise Throttled(wait=so_far.retry_after)
-        try:
-            token = audit_token_authenticate(credential.strip())
-        except DomainError:
-            failure = rate_limit_hit(scope=AUTH_FAILURE_SCOPE, ident=address, rate=rate)
-            if not failure.allowed:
-                raise Throttled(wait=failure.retry_after) from None
-            raise
+    def credential_authenticate(self, credential: str) -> tuple[AuditToken, AuditToken]:
+        token = audit_token_authenticate(credential)
         return token, token
 
-    def authenticate_header(self, request: Request) -> str:
-        return 'Bearer realm="plangate"'
+    def malformed(self) -> Exception:
+        return DomainError(Code.INVALID_AUDIT_TOKEN, "Use `Authorization: Bearer <audit token>`.")
+
+    def missing(self, request: Request) -> tuple[AuditToken, AuditToken]:
+        raise self.malformed()
 
 
 class AuditTokenAuthenticationScheme(OpenApiAuthenticationExtension):
@@ -92,27 +72,11 @@ class AuditTokenAuthenticationScheme(OpenApiAuthenticationExtension):
         }
 
 
-class AuditTokenRateThrottle(BaseThrottle):
+class AuditTokenRateThrottle(CredentialRateThrottle):
     """PLANGATE_RATE_LIMIT requests per audit token per window, as for an API key."""
 
     scope = "audit_token"
-
-    def __init__(self) -> None:
-        self.retry_after: int | None = None
-
-    def allow_request(self, request: Request, view) -> bool:
-        if not isinstance(request.auth, AuditToken):
-            return True
-        result = rate_limit_hit(
-            scope=self.scope,
-            ident=request.auth.lookup_id,
-            rate=rate_parse(settings.PLANGATE_RATE_LIMIT),
-        )
-        self.retry_after = result.retry_after
-        return result.allowed
-
-    def wait(self) -> float | None:
-        return self.retry_after
+    credential_type = AuditToken
 
 
 class AuditRecordQuerySerializer(serializers.Serializer):

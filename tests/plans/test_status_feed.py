@@ -3,9 +3,12 @@ revoked, their member or agent disabled, or their token's signing key revoked.""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.core.cache import cache
 from django.test import Client
+from django.utils import timezone
 
 from members.services import agent_update, api_key_revoke, member_disable
 from plans.keys import signing_key_revoke
@@ -213,3 +216,12 @@ def test_the_selector_reads_the_plan_for_its_key(agent, declared):
         None,
         15,
     )
+
+
+def test_a_plan_past_its_lifetime_is_plan_expired(agent, declared):
+    plan_id, _ = declared
+    Plan.objects.filter(pk=plan_id).update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    body = feed(agent.api_key, plan_id).json()
+
+    assert (body["status"], body["code"]) == ("active", "plan_expired")

@@ -183,7 +183,7 @@ def _statement() -> _Statement:
             now=_SENTINEL_NOW,
         )
         sql, params = queryset.query.get_compiler(connection=connection).as_sql()
-        names = {value: name for name, value in _SENTINELS.items()}
+        names: dict[object, str] = {value: name for name, value in _SENTINELS.items()}
         names[connection.ops.adapt_datetimefield_value(_SENTINEL_NOW)] = "now"
         slots = tuple(
             ("value", names[param]) if _hashable(param) and param in names else ("constant", param)

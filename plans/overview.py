@@ -48,7 +48,10 @@ class TeamOverview:
 
 @dataclass(frozen=True)
 class Overview:
+    now: datetime
     since: datetime
+    #: API keys expiring before this are counted in ``api_keys_expiring``
+    api_keys_notice_until: datetime
     teams: tuple[TeamOverview, ...]
     teams_not_shown: int
     keys: keys.RotationSchedule
@@ -120,7 +123,9 @@ def overview_read(*, team_ids: list[int] | None, now: datetime | None = None) ->
         activity[record.team_id].append(record)
 
     return Overview(
+        now=now,
         since=since,
+        api_keys_notice_until=now + API_KEY_NOTICE,
         teams=tuple(
             TeamOverview(
                 team=team,

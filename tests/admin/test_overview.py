@@ -84,6 +84,23 @@ def test_the_overview_counts_the_teams_day(team_admin_client, team, agent, other
     for href in set(re.findall(r'href="(/admin/[^"]+)"', overview)):
         response = team_admin_client.get(href.replace("&amp;", "&"))
         assert response.status_code == 200, href
+    # And a count's link lists what it counts.
+    for column in [
+        "active-plans",
+        "blocked-calls",
+        "refused-declarations",
+        "tokens-refused",
+        "decisions-lost",
+        "api-keys-expiring",
+    ]:
+        row = re.search(r'<tr data-team="default">(.*?)</tr>', page, re.S)
+        assert row is not None
+        link = re.search(rf'<td class="{column}"><a href="([^"]+)"', row.group(1))
+        assert link is not None, column
+        listed = team_admin_client.get(link.group(1).replace("&amp;", "&")).content.decode()
+        body = re.search(r'<table id="result_list">.*?<tbody>(.*?)</tbody>', listed, re.S)
+        shown = body.group(1).count("<tr") if body else 0
+        assert str(shown) == cell(page, "default", column), column
     # Another team's data is nowhere on the page.
     assert 'data-team="globex"' not in page
     assert "globex-bot" not in page and "olga@globex.test" not in page

@@ -21,7 +21,7 @@ from policies.services import policy_set
 from tests.admin.conftest import ensure_admin_groups
 from tests.conftest import POLICY, make_agent, plan_document
 
-from .conftest import log_in, new_page
+from .conftest import csp_violations, log_in, new_page
 
 pytestmark = [pytest.mark.browser]
 
@@ -104,6 +104,7 @@ def test_a_superuser_invites_an_auditor_who_sees_their_team_only(page, browser, 
     link = page.locator("#set-password-link").input_value()
 
     invitee = new_page(browser, live_server.url)
+    violations = csp_violations(invitee)
     try:
         invitee.goto(link)
         expect(invitee.locator("h1")).to_have_text("Choose your password")
@@ -124,6 +125,7 @@ def test_a_superuser_invites_an_auditor_who_sees_their_team_only(page, browser, 
         # The used link does not work a second time.
         invitee.goto(link)
         expect(invitee.locator(".errornote")).to_contain_text("does not work any more")
+        assert not violations, violations
     finally:
         invitee.context.close()
 

@@ -11,6 +11,7 @@ from django.contrib import admin, messages
 from django.contrib.auth.models import User
 from django.contrib.auth.views import PasswordResetConfirmView
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse, reverse_lazy
@@ -111,7 +112,8 @@ class SetPasswordView(PasswordResetConfirmView):
 
     def form_valid(self, form: Any) -> HttpResponse:
         user: User = form.user
-        with acting_as(person_actor(user)):
+        # The password and its record together, or neither.
+        with acting_as(person_actor(user)), transaction.atomic():
             response = super().form_valid(form)
             password_set_record(user)
         messages.success(self.request, f"Your password is set. Sign in as {user.get_username()}.")

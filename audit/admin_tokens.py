@@ -9,19 +9,19 @@ revoking one is recorded in the team's activity log, which auditors do read.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.http import HttpRequest, HttpResponseRedirect
-from django.template.response import TemplateResponse
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
 from kernel.admin_actions import OneTimeFormToken, confirm_action, redirect_after_action
 from kernel.admin_base import PlangateModelAdmin
+from kernel.admin_secrets import shown_once_view
 from kernel.admin_widgets import datetime_column
 from members.models import Team
 
@@ -104,47 +104,30 @@ class AuditTokenAdmin(PlangateModelAdmin):
     def add_view(self, request: HttpRequest, form_url: str = "", extra_context=None):
         if not self.has_add_permission(request):
             raise PermissionDenied
-        list_url = reverse("admin:audit_audittoken_changelist")
-        form = AuditTokenCreateForm(request.POST if request.method == "POST" else None)
-        if request.method == "POST" and form.is_valid():
-            if not AUDIT_TOKEN_FORM_TOKEN.consume(request, request.POST.get("once")):
-                self.message_user(
-                    request,
-                    "That form was already used. An audit token is shown only once, when it "
-                    "is created; create another one if it was lost.",
-                    messages.WARNING,
-                )
-                return HttpResponseRedirect(list_url)
-            with transaction.atomic():
-                token, plaintext = audit_token_create(
-                    team=form.cleaned_data["team"], name=form.cleaned_data["name"]
-                )
-                self.log_addition(request, token, f"Created audit token {token.prefix}.")
-            response = TemplateResponse(
-                request,
-                "admin/audit/audittoken/created.html",
-                {
-                    **self.admin_site.each_context(request),
-                    "title": f"Audit token for {token.team.slug}",
-                    "opts": self.opts,
-                    "token": token,
-                    "plaintext": plaintext,
-                    "list_url": list_url,
-                },
-            )
-            # Shown once: no cache, no history copy, no back-button replay from cache.
-            response["Cache-Control"] = "no-store"
-            return response
-        return TemplateResponse(
+
+        def create(data: dict[str, Any]) -> tuple[AuditToken, str]:
+            token, plaintext = audit_token_create(team=data["team"], name=data["name"])
+            self.log_addition(request, token, f"Created audit token {token.prefix}.")
+            return token, plaintext
+
+        return shown_once_view(
+            self,
             request,
-            "admin/audit/audittoken/create.html",
-            {
-                **self.admin_site.each_context(request),
+            form=AuditTokenCreateForm(request.POST if request.method == "POST" else None),
+            form_token=AUDIT_TOKEN_FORM_TOKEN,
+            credential_name="token",
+            create=create,
+            form_template="admin/audit/audittoken/create.html",
+            created_template="admin/audit/audittoken/created.html",
+            context={
                 "title": "Create an audit token",
-                "opts": self.opts,
-                "form": form,
-                "once": AUDIT_TOKEN_FORM_TOKEN.issue(request),
-                "list_url": list_url,
+                "back_url": reverse("admin:audit_audittoken_changelist"),
+                "submit_label": "Create audit token",
+            },
+            created_context=lambda token: {
+                "title": f"Audit token for {token.team.slug}",
+                "token": token,
+                "back_label": "Done, back to the audit tokens",
             },
         )
 

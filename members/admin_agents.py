@@ -8,7 +8,7 @@ imports this module, so admin autodiscovery registers it.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
@@ -17,7 +17,6 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponseRedirect
-from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -31,6 +30,7 @@ from kernel.admin_actions import (
 )
 from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
 from kernel.admin_forms import ServiceSavedAdmin
+from kernel.admin_secrets import shown_once_view
 from kernel.admin_widgets import datetime_column
 from policies.models import ActiveVersionAnnotations, active_version_annotations
 
@@ -218,51 +218,34 @@ class AgentAdmin(ServiceSavedAdmin, PlangateModelAdmin):
         if not self.has_add_key_permission(request):
             raise PermissionDenied
         agent_url = reverse("admin:members_agent_change", args=[quote(agent.pk)])
-        form = ApiKeyCreateForm(request.POST if request.method == "POST" else None)
-        if request.method == "POST" and form.is_valid():
-            if not API_KEY_FORM_TOKEN.consume(request, request.POST.get("once")):
-                self.message_user(
-                    request,
-                    "That form was already used. An API key is shown only once, when it is "
-                    "created; create another one if it was lost.",
-                    messages.WARNING,
-                )
-                return HttpResponseRedirect(agent_url)
-            with transaction.atomic():
-                api_key, plaintext = api_key_create(
-                    agent=agent,
-                    name=form.cleaned_data["name"],
-                    expires_at=form.cleaned_data["expires_at"],
-                )
-                self.log_addition(request, api_key, f"Created API key {api_key.prefix}.")
-                self.log_change(request, agent, f"Created API key {api_key.prefix}.")
-            response = TemplateResponse(
-                request,
-                "admin/members/agent/api_key_created.html",
-                {
-                    **self.admin_site.each_context(request),
-                    "title": f"API key for {agent.name}",
-                    "opts": self.opts,
-                    "original": agent,
-                    "agent_url": agent_url,
-                    "api_key": api_key,
-                    "plaintext": plaintext,
-                },
+
+        def create(data: dict[str, Any]) -> tuple[ApiKey, str]:
+            api_key, plaintext = api_key_create(
+                agent=agent, name=data["name"], expires_at=data["expires_at"]
             )
-            # Shown once: no cache, no history copy, no back-button replay from cache.
-            response["Cache-Control"] = "no-store"
-            return response
-        return TemplateResponse(
+            self.log_addition(request, api_key, f"Created API key {api_key.prefix}.")
+            self.log_change(request, agent, f"Created API key {api_key.prefix}.")
+            return api_key, plaintext
+
+        return shown_once_view(
+            self,
             request,
-            "admin/members/agent/api_key_create.html",
-            {
-                **self.admin_site.each_context(request),
+            form=ApiKeyCreateForm(request.POST if request.method == "POST" else None),
+            form_token=API_KEY_FORM_TOKEN,
+            credential_name="API key",
+            create=create,
+            form_template="admin/members/agent/api_key_create.html",
+            created_template="admin/members/agent/api_key_created.html",
+            context={
                 "title": f"Create an API key for {agent.name}",
-                "opts": self.opts,
                 "original": agent,
-                "agent_url": agent_url,
-                "form": form,
-                "once": API_KEY_FORM_TOKEN.issue(request),
+                "back_url": agent_url,
+                "submit_label": "Create API key",
+            },
+            created_context=lambda api_key: {
+                "title": f"API key for {agent.name}",
+                "api_key": api_key,
+                "back_label": f"Done, back to {agent.name}",
             },
         )
 

@@ -115,7 +115,7 @@ def test_a_team_admin_manages_members_policies_keys_and_plans(page, world):
     page.get_by_role("button", name="Create API key").or_(
         page.locator("input[type=submit][value='Create API key']")
     ).click()
-    plaintext = page.locator("#api-key-plaintext").input_value()
+    plaintext = page.locator("#secret-plaintext").input_value()
     assert KEY_PATTERN.match(plaintext)
     assert api_key_authenticate(plaintext).agent_id == world["agent"].agent.pk
     secret = plaintext.split("_", 2)[2]

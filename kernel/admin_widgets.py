@@ -70,20 +70,25 @@ class TextInputFilter(admin.SimpleListFilter):
         }
 
 
+def datetime_cell(value, *, seconds: bool = False) -> str:
+    """A date-time as ``2026-11-30 09:13`` (or ``09:13:05`` to the second), in the local
+    zone (UTC), full value on hover: Django's default ("Nov. 30, 2026, 9:13 a.m.") makes
+    wide tables wider."""
+    if value is None:
+        return "—"
+    local = timezone.localtime(value)
+    return format_html(
+        '<span title="{}" class="plangate-nowrap">{}</span>',
+        local.isoformat(),
+        local.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M"),
+    )
+
+
 def datetime_column(field_name: str, description: str):
-    """A list column showing a date-time as ``2026-11-30 09:13`` (UTC), full value on hover:
-    Django's default ("Nov. 30, 2026, 9:13 a.m.") makes wide tables wider."""
+    """A list column of ``datetime_cell``s."""
 
     @admin.display(description=description, ordering=field_name)
     def column(self, obj) -> str:
-        value = getattr(obj, field_name)
-        if value is None:
-            return "—"
-        local = timezone.localtime(value)
-        return format_html(
-            '<span title="{}" class="plangate-nowrap">{}</span>',
-            local.isoformat(),
-            local.strftime("%Y-%m-%d %H:%M"),
-        )
+        return datetime_cell(getattr(obj, field_name))
 
     return column

@@ -16,7 +16,6 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
@@ -24,7 +23,7 @@ from guard.decisions import Decision
 from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
 from kernel.admin_export import ExportMixin
 from kernel.admin_scoping import scope_to_teams
-from kernel.admin_widgets import TextInputFilter, admin_link
+from kernel.admin_widgets import TextInputFilter, admin_link, datetime_cell
 from kernel.json_format import pretty_json
 from members.models import Agent, email_normalize
 from policies.models import PolicyVersion
@@ -40,18 +39,6 @@ if TYPE_CHECKING:
     DecisionRow = WithAnnotations[PlanEvent, DecidedUnderAnnotations]
 else:
     DecisionRow = PlanEvent
-
-
-def seconds_column(value) -> str:
-    """A date-time to the second (UTC), full value on hover: decisions come many a minute."""
-    if value is None:
-        return "—"
-    local = timezone.localtime(value)
-    return format_html(
-        '<span title="{}" class="plangate-nowrap">{}</span>',
-        local.isoformat(),
-        local.strftime("%Y-%m-%d %H:%M:%S"),
-    )
 
 
 class DecisionAgentFilter(admin.SimpleListFilter):
@@ -255,11 +242,11 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
 
     @admin.display(description="when", ordering="occurred_at")
     def occurred(self, event: PlanEvent) -> str:
-        return seconds_column(event.occurred_at)
+        return datetime_cell(event.occurred_at, seconds=True)
 
     @admin.display(description="received")
     def received(self, event: PlanEvent) -> str:
-        return seconds_column(event.received_at)
+        return datetime_cell(event.received_at, seconds=True)
 
     @admin.display(description="plan", ordering="plan")
     def plan_link(self, event: PlanEvent) -> str:
@@ -335,7 +322,7 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         return format_html(
             "{} · published {} by {} · comment: {}",
             _version_link(version.pk, version.policy.slug, version.number),
-            seconds_column(version.created_at),
+            datetime_cell(version.created_at, seconds=True),
             version.created_by or "—",
             version.comment or "—",
         )

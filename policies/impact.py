@@ -7,22 +7,25 @@ check the refresh itself runs, ``guard.policy_evaluation.evaluate_plan``, on the
 role and groups as they are now; a plan with a refused step would be ``policy_denied`` at
 its next refresh. Nothing is written.
 
-Plans are read in chunks by id, so a team with 100,000 live plans is never held in memory
-at once; only the first ``limit`` affected plans are listed, all of them are counted.
+Plans are read in chunks by id, as plain values (the role's name, the groups' sorted
+names: what ``plans.services`` reads for a token), so a team with 100,000 live plans is
+never held in memory at once; only the first ``limit`` affected plans are listed, all of
+them are counted.
 """
 
 from __future__ import annotations
 
+import json
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
-from django.db.models import Prefetch
 from django.utils import timezone
 
 from guard.policy_evaluation import StepDenial, evaluate_plan
-from members.models import Group, Member
+from members.models import Member
 from plans.models import Plan
 
 from .models import Policy
@@ -31,7 +34,7 @@ from .services import policy_document_validate
 
 #: plans read per query while checking
 CHUNK_SIZE: Final = 1000
-#: verdicts remembered while checking (plans of the same shape, for the same role and groups)
+#: verdicts remembered while checking (plans of the same steps, for the same role and groups)
 MAX_REMEMBERED_VERDICTS: Final = 10_000
 #: affected plans listed by default (all are counted)
 DEFAULT_LISTED: Final = 100
@@ -120,35 +123,51 @@ def live_plans_of_policy(*, policy: Policy, now: datetime | None = None):
     )
 
 
-def _chunks(policy: Policy, now: datetime) -> Iterator[list[Plan]]:
-    """The live plans in id order, ``CHUNK_SIZE`` at a time, with agent and member (role
-    and groups: what the refresh reads) in a fixed number of queries per chunk."""
+class _LivePlan(NamedTuple):
+    """What the check reads of a live plan: plain values, no model instances (a chunk of
+    1,000 plans would otherwise build thousands of agents, members and groups)."""
+
+    id: str
+    goal: str
+    document: dict[str, Any]
+    agent_id: str
+    agent: str
+    member_id: int
+    user: str
+    role: str | None
+
+
+def _chunks(policy: Policy, now: datetime) -> Iterator[list[tuple[_LivePlan, tuple[str, ...]]]]:
+    """The live plans in id order, ``CHUNK_SIZE`` at a time, each with its member's sorted
+    group names: two queries per chunk."""
     live = (
         live_plans_of_policy(policy=policy, now=now)
-        .select_related("agent", "member__role")
-        .prefetch_related(
-            Prefetch("member__groups", queryset=Group.objects.order_by().only("id", "name"))
-        )
-        .only(
+        .order_by("pk")
+        .values_list(
             "id",
             "goal",
-            "hash",
             "document",
-            "agent__id",
+            "agent_id",
             "agent__name",
-            "member__id",
+            "member_id",
             "member__email",
             "member__role__name",
         )
-        .order_by("pk")
     )
     after = ""
     while True:
-        chunk = list(live.filter(pk__gt=after)[:CHUNK_SIZE])
+        chunk = [_LivePlan(*row) for row in live.filter(pk__gt=after)[:CHUNK_SIZE]]
         if not chunk:
             return
-        yield chunk
-        after = chunk[-1].pk
+        groups: dict[int, list[str]] = defaultdict(list)
+        memberships = Member.groups.through.objects.filter(
+            member_id__in={plan.member_id for plan in chunk}
+        ).values_list("member_id", "group__name")
+        for member_id, name in memberships:
+            groups[member_id].append(name)
+        # Sorted, as a token carries them (Member.group_names).
+        yield [(plan, tuple(sorted(groups[plan.member_id]))) for plan in chunk]
+        after = chunk[-1].id
 
 
 def member_role_and_groups(member: Member) -> tuple[str | None, tuple[str, ...]]:
@@ -169,16 +188,17 @@ def policy_impact(
     normalized = policy_document_validate(document)
     now = now or timezone.now()
     current = policy_active_version(policy=policy)
-    # Many plans share a shape and a member: the same plan hash for the same role and
-    # groups gets the same verdict.
+    # Plans differ by goal far more often than by steps, and evaluate_plan reads nothing
+    # of a plan but its steps: the same steps for the same role and groups get the same
+    # verdict.
     verdicts: dict[tuple[str, str | None, tuple[str, ...]], list[StepDenial]] = {}
     checked = affected = 0
     listed: list[AffectedPlan] = []
     for chunk in _chunks(policy, now):
-        for plan in chunk:
+        for plan, groups in chunk:
             checked += 1
-            role, groups = member_role_and_groups(plan.member)
-            key = (plan.hash, role, groups)
+            role = plan.role
+            key = (json.dumps(plan.document["steps"], sort_keys=True), role, groups)
             denials = verdicts.get(key)
             if denials is None:
                 denials = evaluate_plan(normalized, plan.document, role=role, groups=groups)
@@ -201,15 +221,15 @@ def policy_impact(
 
 
 def _affected(
-    plan: Plan, role: str | None, groups: tuple[str, ...], denials: list[StepDenial]
+    plan: _LivePlan, role: str | None, groups: tuple[str, ...], denials: list[StepDenial]
 ) -> AffectedPlan:
     return AffectedPlan(
-        id=plan.pk,
+        id=plan.id,
         goal=plan.goal,
-        agent_id=plan.agent.pk,
-        agent=plan.agent.name,
-        member_id=plan.member.pk,
-        user=plan.member.email,
+        agent_id=plan.agent_id,
+        agent=plan.agent,
+        member_id=plan.member_id,
+        user=plan.user,
         role=role,
         groups=groups,
         steps=tuple(

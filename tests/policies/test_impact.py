@@ -8,6 +8,8 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditRecord
 from kernel.problems import Code, DomainError
@@ -205,3 +207,16 @@ def test_a_policy_not_created_yet_affects_nothing(team, tmp_path):
     out = StringIO()
     call_command("preview_policy", "brand-new", "--file", str(path), stdout=out)
     assert json.loads(out.getvalue())["plansAffected"] == 0
+
+
+def test_queries_grow_with_chunks_not_with_plans(agent, sre_member, monkeypatch):
+    monkeypatch.setattr(impact_module, "CHUNK_SIZE", 4)
+    for _ in range(4):
+        mail_plan(agent)
+        mail_plan(agent, user="sam@acme.dev")
+    with CaptureQueriesContext(connection) as queries:
+        impact = policy_impact(policy=agent.agent.policy, document=no_mail())
+    assert impact.plans_affected == 8
+    # the active version, then per chunk of 4: the plans and their members' groups; and
+    # the empty read that ends the walk
+    assert len(queries) == 1 + 2 * 2 + 1

@@ -16,6 +16,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from .admin_versions import document_diff_html
 from .references import policy_reference_warnings
 
 if TYPE_CHECKING:
@@ -31,8 +32,6 @@ _NOT_CARRIED = frozenset(
 def impact_preview_response(
     model_admin: admin.ModelAdmin, request: HttpRequest, form: PolicyForm
 ) -> TemplateResponse:
-    from .admin import document_diff_html  # the change form's module imports this one
-
     impact = form.impact
     assert impact is not None  # only called for a form held for review
     policy = impact.policy

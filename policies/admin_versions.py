@@ -1,0 +1,173 @@
+"""Admin for published policy versions: read-only for everyone, with the diff from the
+version before, each rule anchored, the simulator linked, and "Publish this version again"
+for those who edit policies. ``document_diff_html`` is also the impact preview's diff."""
+
+from __future__ import annotations
+
+import difflib
+from typing import ClassVar
+
+from django.contrib import admin
+from django.utils.html import format_html, format_html_join
+
+from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
+from kernel.admin_widgets import admin_link, datetime_column
+from kernel.json_format import readable_json
+
+from .admin_republish import RepublishActionMixin
+from .admin_simulator import SimulatorMixin, simulator_link
+from .models import PolicyVersion
+from .selectors import policy_active_version
+
+
+def document_diff_html(old: object, new: object, *, old_label: str, new_label: str) -> str:
+    """A unified diff of two JSON documents as people read them (a short rule on one line),
+    every line escaped."""
+    lines = difflib.unified_diff(
+        readable_json(old).splitlines(),
+        readable_json(new).splitlines(),
+        fromfile=old_label,
+        tofile=new_label,
+        lineterm="",
+    )
+    rows = []
+    for line in lines:
+        if line.startswith(("+++", "---")) or line.startswith("@@"):
+            css = "hunk"
+        elif line.startswith("+"):
+            css = "add"
+        elif line.startswith("-"):
+            css = "del"
+        else:
+            css = "ctx"
+        rows.append((css, line or " "))
+    if not rows:
+        return format_html('<p class="plangate-note">{}</p>', "No change in the document.")
+    return format_html(
+        '<pre class="plangate-diff">{}</pre>',
+        format_html_join("", '<span class="{}">{}</span>', rows),
+    )
+
+
+@admin.register(PolicyVersion)
+class PolicyVersionAdmin(
+    SimulatorMixin, RepublishActionMixin, ReadOnlyPermissions, PlangateModelAdmin
+):
+    """Published versions: read-only for everyone, superusers included. An old one can be
+    published again as the newest (``RepublishActionMixin``), by those who edit policies."""
+
+    actions = ["publish_again"]
+    object_actions = {"publish_again": "Publish this version again"}
+
+    list_display = [
+        "__str__",
+        "policy",
+        "number",
+        "short_hash",
+        "comment",
+        "created_by",
+        "published",
+    ]
+    list_filter = [("policy", admin.RelatedOnlyFieldListFilter), "created_at"]
+    search_fields = ["policy__slug", "=hash", "comment", "created_by"]
+    list_select_related = ["policy", "policy__team"]
+    fields: ClassVar[tuple[str, ...]] = (
+        "policy_link",
+        "number",
+        "hash",
+        "comment",
+        "created_by",
+        "created_at",
+        "neighbours",
+        "simulate",
+        "changes",
+        "rules_listed",
+        "document_pretty",
+    )
+    readonly_fields = fields
+    show_full_result_count = False
+    published = datetime_column("created_at", "published")
+
+    @admin.display(description="hash", ordering="hash")
+    def short_hash(self, version: PolicyVersion) -> str:
+        return format_html('<code title="{}">{}…</code>', version.hash, version.hash[:12])
+
+    @admin.display(description="policy")
+    def policy_link(self, version: PolicyVersion) -> str:
+        return admin_link(version.policy)
+
+    def _previous(self, version: PolicyVersion) -> PolicyVersion | None:
+        return (
+            PolicyVersion.objects.filter(policy_id=version.policy_id, number__lt=version.number)
+            .order_by("-number")
+            .first()
+        )
+
+    @admin.display(description="other versions")
+    def neighbours(self, version: PolicyVersion) -> str:
+        previous = self._previous(version)
+        following = (
+            PolicyVersion.objects.filter(policy_id=version.policy_id, number__gt=version.number)
+            .order_by("number")
+            .first()
+        )
+        parts: list[str] = []
+        if previous:
+            parts.append(format_html("← {}", admin_link(previous, f"v{previous.number}")))
+        if following:
+            parts.append(format_html("{} →", admin_link(following, f"v{following.number}")))
+        active = policy_active_version(policy=version.policy_id)
+        if active is not None and active.pk == version.pk:
+            parts.append("this is the active version")
+        return format_html_join(" · ", "{}", ((part,) for part in parts))
+
+    @admin.display(description="simulator")
+    def simulate(self, version: PolicyVersion) -> str:
+        return simulator_link(version)
+
+    @admin.display(description="changes from the version before")
+    def changes(self, version: PolicyVersion) -> str:
+        previous = self._previous(version)
+        if previous is None:
+            return "The first version."
+        slug = version.policy.slug
+        return document_diff_html(
+            previous.document,
+            version.document,
+            old_label=f"{slug} v{previous.number}",
+            new_label=f"{slug} v{version.number}",
+        )
+
+    @admin.display(description="rules")
+    def rules_listed(self, version: PolicyVersion) -> str:
+        """Each rule with an anchor (``#rules-2``) that a decision links to, named by its
+        JSON path as the guard's texts name it."""
+        document = version.document if isinstance(version.document, dict) else {}
+        rules = document.get("rules")
+        if not isinstance(rules, list) or not rules:
+            return format_html("{}", f"No rule: the default ({document.get('default')}) decides.")
+        rows = format_html_join(
+            "",
+            '<tr id="rules-{}"><td><code>rules[{}]</code></td><td>{}</td>'
+            '<td><pre class="plangate-pre">{}</pre></td></tr>',
+            (
+                (
+                    index,
+                    index,
+                    rule.get("description") or rule.get("name") or "—"
+                    if isinstance(rule, dict)
+                    else "—",
+                    readable_json(rule),
+                )
+                for index, rule in enumerate(rules)
+            ),
+        )
+        return format_html(
+            '<table class="plangate-table"><thead><tr><th>rule</th><th>description</th>'
+            "<th>as published</th></tr></thead><tbody>{}</tbody></table>",
+            rows,
+        )
+
+    @admin.display(description="document")
+    def document_pretty(self, version: PolicyVersion) -> str:
+        return format_html('<pre class="plangate-pre">{}</pre>', readable_json(version.document))

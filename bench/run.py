@@ -163,6 +163,7 @@ class Server:
     database: str
     process: subprocess.Popen
     log_path: Path
+    env: dict[str, str] = field(default_factory=dict)  # for plug-ins' `manage(server.env, ...)`
 
     def cpu_seconds(self) -> float | None:
         """User + system CPU of the gunicorn master and its workers, from /proc (Linux)."""
@@ -305,7 +306,7 @@ def running_server(args: argparse.Namespace, workdir: Path) -> Iterator[Server]:
         )
         try:
             wait_until_ready(base_url, process, log_path)
-            yield Server(base_url, api_key, database, process, log_path)
+            yield Server(base_url, api_key, database, process, log_path, env)
         finally:
             stop(process)
 

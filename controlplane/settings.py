@@ -211,6 +211,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
+        "plans.status_feed_schema.document_status_feed",  # a plain Django view
         "kernel.openapi.problem_responses",  # every refusal is problem+json
     ],
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypedDict
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin as AuthGroupAdmin
@@ -28,7 +29,14 @@ from kernel.admin_widgets import admin_link, datetime_column
 from . import admin_agents  # noqa: F401  (registers AgentAdmin, ApiKeyAdmin)
 from .admin_references import PolicyReferencesAdmin
 from .forms import MemberForm
-from .models import Group, Member, Role, Team, running_agents_stop_within
+from .models import (
+    REVOCATION_BOUND_DEFAULT,
+    Group,
+    Member,
+    Role,
+    Team,
+    running_agents_stop_within,
+)
 from .services import member_disable
 
 if TYPE_CHECKING:
@@ -70,6 +78,18 @@ def _members_summary(queryset, changelist_filter: str) -> str:
 # --- teams ---------------------------------------------------------------------------------
 
 
+class RevocationBoundField(forms.IntegerField):
+    """The team's bound: left out or empty, it is the default (a form that predates the
+    setting, say), never a missing value."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**{**kwargs, "required": False})
+
+    def clean(self, value):
+        cleaned = super().clean(value)
+        return REVOCATION_BOUND_DEFAULT if cleaned is None else cleaned
+
+
 @admin.register(Team)
 class TeamAdmin(RecordedChangesAdmin, PlangateModelAdmin):
     list_display = ["name", "slug", "member_count", "agent_count", "log_call_arguments"]
@@ -104,6 +124,11 @@ class TeamAdmin(RecordedChangesAdmin, PlangateModelAdmin):
             # hand out access.
             readonly.append("staff")
         return readonly
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "revocation_bound_seconds":
+            kwargs["form_class"] = RevocationBoundField
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     def formfield_for_manytomany(self, db_field, request, **kwargs):
         if db_field.name == "staff":

@@ -29,6 +29,7 @@ from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, Query
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
+from guard.decisions import Decision
 from guard.errors import FieldError
 from kernel.problems import (
     PROBLEM_CONTENT_TYPE,
@@ -45,7 +46,13 @@ from members.services import api_key_authenticate
 
 from .models import Plan, SigningKey
 
-__all__ = ["PlanStatus", "plan_status_for_key", "plan_status_view", "poll_interval"]
+__all__ = [
+    "FEED_STOP_CODES",
+    "PlanStatus",
+    "plan_status_for_key",
+    "plan_status_view",
+    "poll_interval",
+]
 
 # A signing key id is an RFC 7638 thumbprint: base64url, 43 characters for SHA-256.
 _KID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -53,6 +60,19 @@ _PLAN_ID: Final = re.compile(r"[0-9A-Za-z]{1,26}")
 # The bound is the longest a running agent may go on; polling twice per bound leaves the
 # other half for a poll that fails once, the request's own time and the guard's jitter.
 POLLS_PER_BOUND: Final = 2
+
+
+# The decision codes `code` may carry (the guard's, guard.decisions).
+FEED_STOP_CODES: Final = frozenset(
+    code.value
+    for code in (
+        Decision.PLAN_REVOKED,
+        Decision.PLAN_EXPIRED,
+        Decision.AGENT_DISABLED,
+        Decision.USER_DISABLED,
+        Decision.TOKEN_INVALID,
+    )
+)
 
 
 def poll_interval(bound_seconds: int) -> float:
@@ -101,15 +121,15 @@ def _stop(
     """The decision code that stops the plan, and why; the first that holds wins, in the
     order the refresh refuses them (plans.services)."""
     if status == Plan.Status.REVOKED:
-        return Code.PLAN_REVOKED.value, "the plan was revoked"
+        return Decision.PLAN_REVOKED.value, "the plan was revoked"
     if status == Plan.Status.EXPIRED or past_lifetime:
-        return Code.PLAN_EXPIRED.value, "the plan is past its absolute lifetime"
+        return Decision.PLAN_EXPIRED.value, "the plan is past its absolute lifetime"
     if not agent_active:
-        return Code.AGENT_DISABLED.value, "the agent is disabled"
+        return Decision.AGENT_DISABLED.value, "the agent is disabled"
     if not member_active:
-        return Code.USER_DISABLED.value, "the plan's member is disabled"
+        return Decision.USER_DISABLED.value, "the plan's member is disabled"
     if key_state == SigningKey.State.REVOKED:
-        return "token_invalid", f"its signing key {kid} was revoked"
+        return Decision.TOKEN_INVALID.value, f"its signing key {kid} was revoked"
     return None, ""
 
 

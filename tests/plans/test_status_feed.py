@@ -14,7 +14,7 @@ from members.services import agent_update, api_key_revoke, member_disable
 from plans.keys import signing_key_revoke
 from plans.models import Plan, PlanToken
 from plans.services import plan_revoke
-from plans.status_feed import plan_status_for_key
+from plans.status_feed import FEED_STOP_CODES, plan_status_for_key
 from tests.conftest import plan_document
 
 from .helpers import assert_problem
@@ -225,3 +225,15 @@ def test_a_plan_past_its_lifetime_is_plan_expired(agent, declared):
     body = feed(agent.api_key, plan_id).json()
 
     assert (body["status"], body["code"]) == ("active", "plan_expired")
+
+
+def test_the_openapi_schema_documents_the_feed_and_its_refusals():
+    schema = Client().get("/v1/schema", HTTP_ACCEPT="application/json").json()
+
+    operation = schema["paths"]["/v1/plans/{plan_id}/status"]["get"]
+    assert {"200", "304", "400", "401", "404", "429", "503"} <= set(operation["responses"])
+    problem = operation["responses"]["401"]["content"]["application/problem+json"]
+    assert problem["schema"] == {"$ref": "#/components/schemas/Problem"}
+    assert schema["components"]["schemas"]["PlanStatus"]["properties"]["code"]["enum"][:-1] == (
+        sorted(FEED_STOP_CODES)
+    )

@@ -44,6 +44,8 @@ STARTER_DOCUMENT = {
     "rules": [{"name": "describe what this allows", "effect": "allow", "tools": ["tool_name"]}],
 }
 MAX_ERRORS_SHOWN = 50
+#: the impact preview's "Back to editing" button
+EDIT_AGAIN = "_edit_again"
 
 
 class PolicyForm(ServiceModelForm):
@@ -126,8 +128,12 @@ class PolicyForm(ServiceModelForm):
     def held_for_impact_review(self) -> bool:
         """Whether the document is a change not yet confirmed: then nothing is published and
         ``impact`` says what it would refuse. A document published meanwhile, or one equal
-        to the active version, goes on to ``policy_set``, which says so."""
+        to the active version, goes on to ``policy_set``, which says so. "Back to editing"
+        on the preview holds it too, showing the form with the text as it was."""
         current = self.current
+        if EDIT_AGAIN in self.data:
+            self.add_error(None, "Not published. Your text is kept below; save to review it again.")
+            return True
         if current is None or self.cleaned_data.get("base_version") != current.number:
             return False
         digest = policy_hash(policy_document_validate(self.parsed_document))

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 # Not carried over to "Publish": the page's own token and confirmation, and the buttons
 # of the change form (Publish saves and goes back to the list, like "Save").
 _NOT_CARRIED = frozenset(
-    {"csrfmiddlewaretoken", "publish_confirmed", "_save", "_continue", "_addanother"}
+    {"csrfmiddlewaretoken", "publish_confirmed", "_save", "_continue", "_addanother", "_edit_again"}
 )
 
 

@@ -58,6 +58,12 @@ def test_edit_preview_cancel_then_publish(page, world):  # noqa: F811 (fixture)
     assert world["declared"]["id"] not in row.inner_text()
     assert versions(world) == [1]
 
+    page.click("#impact-edit")
+    expect(page.locator("#id_document")).to_have_value(json.dumps(no_mail(), indent=2))
+    assert versions(world) == [1]
+    page.click("input[name=_save]")
+    expect(page.locator("#impact-summary")).to_contain_text("1 of 2 live plans")
+
     page.click("#impact-cancel")
     expect(page.locator("#id_document")).to_be_visible()
     assert versions(world) == [1]

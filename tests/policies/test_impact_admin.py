@@ -147,3 +147,21 @@ def test_another_teams_admin_cannot_preview_the_policy(other_team_admin, agent, 
     assert response.status_code in (302, 404)
     assert live["mailing"].pk not in response.content.decode()
     assert policy.versions.count() == 1
+
+
+def test_back_to_editing_shows_the_form_with_the_text_and_publishes_nothing(
+    team_admin_client, agent, live
+):
+    policy = agent.agent.policy
+    data = form_data(policy, no_mail())
+    preview = team_admin_client.post(change_url(policy), data)
+    back = {**data, "publish_confirmed": confirm_hash(preview.content.decode()), "_edit_again": "1"}
+
+    page = team_admin_client.post(change_url(policy), back)
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="impact-confirm"' not in html
+    assert "Your text is kept below" in html
+    assert "no mail" in page.context["adminform"].form["document"].value()
+    assert policy.versions.count() == 1

@@ -30,7 +30,6 @@ from guard.agent.decider import Decider
 from guard.agent.session import CallDecision, PlanState
 from guard.claims import IntentClaims
 from guard.plan import plan_hash
-from guard.policy import validate_policy
 from guard.policy_evaluation import (
     CompiledPolicy,
     StepWarning,
@@ -44,6 +43,7 @@ from plans.services import plan_document_validate
 
 from .impact import RefusedStep, member_role_and_groups
 from .models import PolicyVersion
+from .services import policy_document_validate
 
 #: the plan id a simulated token carries (a ULID of zeros: never a real plan's)
 SIMULATED_PLAN_ID: Final = "0" * 26
@@ -207,7 +207,11 @@ def _fresh_token(plan: PlanSimulation) -> VerifiedToken:
         role=plan.role,
         groups=plan.groups,
     )
-    policy = CompiledPolicy(validate_policy(claims.pol), role=claims.role, groups=claims.groups)
+    # An old version is checked by today's validator too (invalid_policy, with paths), as a
+    # guard would check the snapshot its token carries.
+    policy = CompiledPolicy(
+        policy_document_validate(claims.pol), role=claims.role, groups=claims.groups
+    )
     return VerifiedToken("", claims, policy, math.inf, math.inf, kid="")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final, NamedTuple
 
@@ -34,7 +34,7 @@ from .services import policy_document_validate
 
 #: plans read per query while checking
 CHUNK_SIZE: Final = 1000
-#: verdicts remembered while checking (plans of the same steps, for the same role and groups)
+#: step verdicts remembered while checking (the same step, for the same role and groups)
 MAX_REMEMBERED_VERDICTS: Final = 10_000
 #: affected plans listed by default (all are counted)
 DEFAULT_LISTED: Final = 100
@@ -175,6 +175,35 @@ def member_role_and_groups(member: Member) -> tuple[str | None, tuple[str, ...]]
     return (member.role.name if member.role else None), tuple(member.group_names())
 
 
+class _StepVerdicts:
+    """``evaluate_plan``'s verdicts, remembered per step. It judges each step on its own
+    (one StepDenial per refused step, whose reason does not depend on the step's place), and
+    plans repeat steps far more than whole step lists: a step seen before, for the same role
+    and groups, is not evaluated again. At most MAX_REMEMBERED_VERDICTS are kept."""
+
+    def __init__(self, policy: dict[str, Any]) -> None:
+        self.policy = policy
+        self.known: dict[tuple[str, str | None, tuple[str, ...]], StepDenial | None] = {}
+
+    def denials(
+        self, plan: dict[str, Any], role: str | None, groups: tuple[str, ...]
+    ) -> list[StepDenial]:
+        found = []
+        for index, step in enumerate(plan["steps"]):
+            key = (json.dumps(step, sort_keys=True), role, groups)
+            if key in self.known:
+                denial = self.known[key]
+            else:
+                alone = evaluate_plan(self.policy, {"steps": [step]}, role=role, groups=groups)
+                denial = alone[0] if alone else None
+                if len(self.known) >= MAX_REMEMBERED_VERDICTS:
+                    self.known.clear()  # memory stays bounded however varied the steps
+                self.known[key] = denial
+            if denial is not None:
+                found.append(replace(denial, step=index))
+        return found
+
+
 def policy_impact(
     *,
     policy: Policy,
@@ -188,23 +217,14 @@ def policy_impact(
     normalized = policy_document_validate(document)
     now = now or timezone.now()
     current = policy_active_version(policy=policy)
-    # Plans differ by goal far more often than by steps, and evaluate_plan reads nothing
-    # of a plan but its steps: the same steps for the same role and groups get the same
-    # verdict.
-    verdicts: dict[tuple[str, str | None, tuple[str, ...]], list[StepDenial]] = {}
+    verdicts = _StepVerdicts(normalized)
     checked = affected = 0
     listed: list[AffectedPlan] = []
     for chunk in _chunks(policy, now):
         for plan, groups in chunk:
             checked += 1
             role = plan.role
-            key = (json.dumps(plan.document["steps"], sort_keys=True), role, groups)
-            denials = verdicts.get(key)
-            if denials is None:
-                denials = evaluate_plan(normalized, plan.document, role=role, groups=groups)
-                if len(verdicts) >= MAX_REMEMBERED_VERDICTS:
-                    verdicts.clear()  # memory stays bounded however varied the plans
-                verdicts[key] = denials
+            denials = verdicts.denials(plan.document, role, groups)
             if not denials:
                 continue
             affected += 1

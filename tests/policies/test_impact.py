@@ -10,13 +10,18 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from hypothesis import given
+from hypothesis import strategies as st
 
 from audit.models import AuditRecord
+from guard.plan import validate_plan
+from guard.policy import validate_policy
+from guard.policy_evaluation import evaluate_plan
 from kernel.problems import Code, DomainError
 from members.services import agent_update, member_upsert
 from plans.services import plan_issue, plan_refresh, plan_revoke
 from policies import impact as impact_module
-from policies.impact import policy_impact
+from policies.impact import _StepVerdicts, policy_impact
 from policies.models import PolicyVersion
 from policies.services import policy_set, policy_version_publish
 from tests.conftest import POLICY, plan_document
@@ -220,3 +225,42 @@ def test_queries_grow_with_chunks_not_with_plans(agent, sre_member, monkeypatch)
     # the active version, then per chunk of 4: the plans and their members' groups; and
     # the empty read that ends the walk
     assert len(queries) == 1 + 2 * 2 + 1
+
+
+CAPPED = {
+    "version": 1,
+    "default": "allow",
+    "rules": [
+        {"effect": "allow", "tools": ["github_*"], "maxCalls": 5},
+        {"effect": "allow", "tools": ["github_list_*"], "maxCalls": 10, "groups": ["oncall"]},
+        {"effect": "deny", "tools": ["deploy"], "roles": ["engineer"]},
+    ],
+}
+
+
+@given(
+    policy=st.sampled_from([POLICY, no_mail(), {**POLICY, "default": "allow"}, CAPPED]),
+    steps=st.lists(
+        st.fixed_dictionaries(
+            {
+                "tool": st.sampled_from(
+                    ["github_list_issues", "github_delete_repo", "send_email", "deploy", "other"]
+                ),
+                "maxCalls": st.integers(1, 30),
+            }
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    role=st.sampled_from([None, "sre", "engineer"]),
+    groups=st.sets(st.sampled_from(["oncall", "platform"])),
+)
+def test_remembered_step_verdicts_are_evaluate_plans_verdicts(policy, steps, role, groups):
+    normalized = validate_policy(policy)
+    plan = validate_plan({"version": 1, "goal": "g", "user": "a@b.test", "steps": steps})
+    groups = tuple(sorted(groups))
+    remembered = _StepVerdicts(normalized)
+    remembered.denials(plan, role, groups)  # a second pass reads the remembered verdicts
+    assert remembered.denials(plan, role, groups) == evaluate_plan(
+        normalized, plan, role=role, groups=groups
+    )

@@ -304,9 +304,9 @@ def _failed_attempt(request: HttpRequest, address: str) -> DomainError:
 
 def plan_status_view(request: HttpRequest, plan_id: str) -> HttpResponse:
     """``GET /v1/plans/{id}/status[?kid=<the token's key id>]`` for the plan's agent."""
-    if request.method not in ("GET", "HEAD"):
+    if request.method != "GET":
         response = _problem(request, DomainError(Code.METHOD_NOT_ALLOWED))
-        response["Allow"] = "GET, HEAD"
+        response["Allow"] = "GET"
         return response
     kid = request.GET.get("kid") or None
     if kid is not None and not _KID.fullmatch(kid):

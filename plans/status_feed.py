@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from django.conf import settings
 from django.db import DatabaseError, connection
 from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -31,6 +30,12 @@ from django.utils import timezone
 
 from guard.decisions import Decision
 from guard.errors import FieldError
+from kernel.bearer import (
+    auth_failure_count,
+    auth_failures_over,
+    bearer_credential,
+    client_address,
+)
 from kernel.problems import (
     PROBLEM_CONTENT_TYPE,
     Code,
@@ -39,8 +44,7 @@ from kernel.problems import (
     is_database_unavailable,
     problem_body,
 )
-from kernel.ratelimit import rate_limit_hit, rate_limit_peek, rate_parse
-from members.authentication import AUTH_FAILURE_SCOPE, client_address, refusal_count
+from members.authentication import refusal_count
 from members.models import API_KEY_FORMAT, Agent, ApiKey, ApiKeyQuerySet, Member, Team
 from members.services import api_key_authenticate
 
@@ -282,22 +286,19 @@ def _problem(request: HttpRequest, error: DomainError) -> JsonResponse:
 
 def _credential(request: HttpRequest) -> str:
     """The ``Authorization: Bearer`` key, else invalid_api_key."""
-    scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not credential.strip():
+    credential = bearer_credential(request.headers.get("Authorization", ""))
+    if credential is None:
         raise DomainError(Code.INVALID_API_KEY, "Use `Authorization: Bearer <API key>`.")
-    return credential.strip()
+    return credential
 
 
-def _failed_attempt(request: HttpRequest, address: str) -> DomainError:
-    """Count a failed credential as every API view does; over the limit it is throttled."""
-    failure = rate_limit_hit(
-        scope=AUTH_FAILURE_SCOPE,
-        ident=address,
-        rate=rate_parse(settings.PLANGATE_AUTH_FAILURE_LIMIT),
-    )
-    if not failure.allowed:
+def _failed_attempt(address: str) -> DomainError:
+    """Count a failed credential against the budget every credential shares
+    (kernel.bearer); over it, the answer is throttled."""
+    retry_after = auth_failure_count(address)
+    if retry_after is not None:
         refusal_count(Code.THROTTLED)
-        return DomainError(Code.THROTTLED, headers={"Retry-After": str(failure.retry_after)})
+        return DomainError(Code.THROTTLED, headers={"Retry-After": str(retry_after)})
     refusal_count(Code.INVALID_API_KEY)
     return DomainError(Code.INVALID_API_KEY)
 
@@ -320,16 +321,12 @@ def plan_status_view(request: HttpRequest, plan_id: str) -> HttpResponse:
         )
     address = client_address(request)
     try:
-        # As ApiKeyAuthentication: an address over its failure limit is refused before its
-        # key is looked at, a valid one too, so that guessing cannot go on here.
-        so_far = rate_limit_peek(
-            scope=AUTH_FAILURE_SCOPE,
-            ident=address,
-            rate=rate_parse(settings.PLANGATE_AUTH_FAILURE_LIMIT),
-        )
-        if not so_far.allowed:
+        # As every bearer credential: an address over its failure budget is refused before
+        # its key is looked at, a valid one too, so that guessing cannot go on here.
+        retry_after = auth_failures_over(address)
+        if retry_after is not None:
             refusal_count(Code.THROTTLED)
-            raise DomainError(Code.THROTTLED, headers={"Retry-After": str(so_far.retry_after)})
+            raise DomainError(Code.THROTTLED, headers={"Retry-After": str(retry_after)})
         try:
             api_key = _credential(request)
             if not _PLAN_ID.fullmatch(plan_id):
@@ -338,7 +335,7 @@ def plan_status_view(request: HttpRequest, plan_id: str) -> HttpResponse:
             status = plan_status_for_key(plan_id=plan_id.upper(), api_key=api_key, kid=kid)
         except DomainError as error:
             if error.code == Code.INVALID_API_KEY:
-                raise _failed_attempt(request, address) from error
+                raise _failed_attempt(address) from error
             raise
     except DomainError as error:
         return _problem(request, error)

@@ -6,20 +6,32 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('members', '0004_key_operators'),
+        ("members", "0004_key_operators"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='team',
-            name='revocation_bound_seconds',
-            field=models.PositiveSmallIntegerField(default=15, help_text="Running agents stop within this many seconds of a plan's revocation, a member's or agent's disabling, or a signing key's revocation: their guards poll the status feed twice as often.", validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(60)], verbose_name='revocation bound (seconds)'),
+            model_name="team",
+            name="revocation_bound_seconds",
+            field=models.PositiveSmallIntegerField(
+                default=15,
+                help_text="Running agents stop within this many seconds of a plan's revocation, a member's or agent's disabling, or a signing key's revocation: their guards poll the status feed twice as often.",
+                validators=[
+                    django.core.validators.MinValueValidator(1),
+                    django.core.validators.MaxValueValidator(60),
+                ],
+                verbose_name="revocation bound (seconds)",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='team',
-            constraint=models.CheckConstraint(condition=models.Q(('revocation_bound_seconds__gte', 1), ('revocation_bound_seconds__lte', 60)), name='team_revocation_bound_range'),
+            model_name="team",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("revocation_bound_seconds__gte", 1), ("revocation_bound_seconds__lte", 60)
+                ),
+                name="team_revocation_bound_range",
+            ),
         ),
     ]

@@ -25,9 +25,9 @@ from typing import Any, Final
 
 from django.conf import settings
 
-from guard.agent.answer import VerifiedToken
 from guard.agent.decider import Decider
 from guard.agent.session import CallDecision, PlanState
+from guard.agent.verified import VerifiedToken
 from guard.claims import IntentClaims
 from guard.plan import plan_hash
 from guard.policy_evaluation import (

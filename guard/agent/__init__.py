@@ -2,8 +2,9 @@
 every tool call locally, keeps the token fresh, shows the plan over ACP and reports its
 decisions to the control plane.
 
-The control plane never imports this package: it needs httpx, the core (`guard.plan`,
-`guard.policy`, `guard.tokens`...) does not.
+The control plane imports only its I/O-free modules (the policy simulator decides a call
+with `decider`, `session`, `answer`), never the Guard or its HTTP client: those need httpx,
+the core (`guard.plan`, `guard.policy`, `guard.tokens`...) does not.
 
     guard.py      Guard: declare, check, call, tool, status, close
     decider.py    deciding a call (the hot path), step budgets, stopping a plan
@@ -19,10 +20,36 @@ The control plane never imports this package: it needs httpx, the core (`guard.p
     errors.py     GuardError, CallBlocked and their codes
 """
 
-from guard.agent.errors import CallBlocked, GuardError
-from guard.agent.guard import Guard
-from guard.agent.session import CallDecision
-from guard.agent.status import DeclaredPlan, GuardStatus, StepStatus
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from guard.agent.errors import CallBlocked, GuardError
+    from guard.agent.guard import Guard
+    from guard.agent.session import CallDecision
+    from guard.agent.status import DeclaredPlan, GuardStatus, StepStatus
+
+# Loaded when first asked for, so that importing one of the I/O-free modules (decider,
+# session, answer, acp: the control plane's policy simulator decides a call with them)
+# does not load the Guard and its HTTP client.
+_EXPORTS = {
+    "CallBlocked": "guard.agent.errors",
+    "GuardError": "guard.agent.errors",
+    "Guard": "guard.agent.guard",
+    "CallDecision": "guard.agent.session",
+    "DeclaredPlan": "guard.agent.status",
+    "GuardStatus": "guard.agent.status",
+    "StepStatus": "guard.agent.status",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'guard.agent' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "CallBlocked",

@@ -8,8 +8,8 @@ from typing import Any, Final, cast
 
 from guard.agent.errors import CONTROL_PLANE_UNAVAILABLE, PLAN_SWAPPED, TOKEN_INVALID, GuardError
 from guard.agent.http import ControlPlaneError, ControlPlaneUnavailable, JwksCache
+from guard.agent.verified import VerifiedToken
 from guard.canonical import canonical_json
-from guard.claims import IntentClaims
 from guard.errors import DocumentInvalid, TokenInvalid
 from guard.policy import validate_policy
 from guard.policy_evaluation import CompiledPolicy
@@ -18,41 +18,6 @@ from guard.tokens import unverified_header, verify_intent_token
 __all__ = ["MAX_REFRESH_MARGIN", "AnswerVerifier", "VerifiedToken"]
 
 MAX_REFRESH_MARGIN: Final = 120.0
-
-
-class VerifiedToken:
-    """A verified token and its typed claims. `withdrawn` says why it can no longer be
-    trusted (its signing key left the JWKS); `refresh_at` is then moved to -inf so that the
-    one comparison on a call's path notices."""
-
-    __slots__ = (
-        "claims",
-        "expires_at",
-        "kid",
-        "policy",
-        "policy_version",
-        "refresh_at",
-        "token",
-        "withdrawn",
-    )
-
-    def __init__(
-        self,
-        token: str,
-        claims: IntentClaims,
-        policy: CompiledPolicy,
-        expires_at: float,
-        refresh_at: float,
-        kid: str,
-    ) -> None:
-        self.token = token
-        self.claims = claims
-        self.policy = policy
-        self.policy_version = claims.polv
-        self.expires_at = expires_at
-        self.refresh_at = refresh_at
-        self.kid = kid
-        self.withdrawn: str | None = None
 
 
 class AnswerVerifier:

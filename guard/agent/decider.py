@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from guard.agent import acp
-from guard.agent.answer import VerifiedToken
 from guard.agent.session import (
     ARGS_NOT_OBJECT,
     PLAN_ENDED,
@@ -22,6 +21,7 @@ from guard.agent.session import (
     CallDecision,
     PlanState,
 )
+from guard.agent.verified import VerifiedToken
 from guard.decisions import Decision
 from guard.finite import non_finite_argument
 

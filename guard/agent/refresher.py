@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Final
 
-from guard.agent.answer import AnswerVerifier, VerifiedToken
+from guard.agent.answer import AnswerVerifier
 from guard.agent.errors import GuardError
 from guard.agent.http import (
     ControlPlaneClient,
@@ -23,6 +23,7 @@ from guard.agent.http import (
     JwksCache,
 )
 from guard.agent.session import CallDecision, PlanState
+from guard.agent.verified import VerifiedToken
 from guard.decisions import Decision
 
 __all__ = ["EXPIRED_RETRY_DELAY", "MAX_RETRY_DELAY", "REFRESH_REFUSALS", "Refresher"]

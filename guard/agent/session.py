@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from guard.agent import acp
-from guard.agent.answer import VerifiedToken
+from guard.agent.verified import VerifiedToken
 from guard.constraints import compile_constraint
 from guard.decisions import Decision, PlanOutcome
 from guard.plan import CompiledPlan

@@ -99,3 +99,18 @@ def test_the_agent_side_loads_when_guard_is_asked_for() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=GUARD_DIR.parent
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_the_io_free_agent_modules_load_without_the_http_client() -> None:
+    # The control plane's policy simulator decides a call with these; it must not need httpx.
+    code = (
+        "import sys\n"
+        "import guard.agent.decider, guard.agent.session, guard.agent.verified\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'httpx'"
+        " or m in ('guard.agent.http', 'guard.agent.guard'))\n"
+        "assert not loaded, loaded\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=GUARD_DIR.parent
+    )
+    assert result.returncode == 0, result.stderr

@@ -44,6 +44,9 @@ class AuditRecord(models.Model):
         PLAN_ENDED = "plan_ended", "plan ended"
         PLAN_REVOKED = "plan_revoked", "plan revoked"
         CHANGE = "change", "admin or operator change"
+        APPROVAL_REQUESTED = "approval_requested", "approval requested"
+        APPROVAL_DECIDED = "approval_decided", "approval decided"
+        APPROVAL_EXPIRED = "approval_expired", "approval expired"
 
     team = models.ForeignKey("members.Team", on_delete=models.PROTECT, related_name="+")
     at = models.DateTimeField(default=timezone.now)

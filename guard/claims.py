@@ -14,7 +14,7 @@ from typing import Any
 
 from guard.errors import TokenInvalid
 
-__all__ = ["IntentClaims", "integer_claim", "numeric_claim"]
+__all__ = ["Approval", "IntentClaims", "approval_claim", "integer_claim", "numeric_claim"]
 
 
 def _claim(payload: Mapping[str, Any], name: str) -> Any:
@@ -61,6 +61,46 @@ def _groups_claim(payload: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True, slots=True)
+class Approval:
+    """The optional ``apr`` claim: a person approved the plan whose hash is ``ph``.
+
+    ``{"by": "<the approver's e-mail>", "at": <unix seconds>, "ph": "<plan hash>"}``. The
+    control plane signs it into every token of a plan that a policy's review rule sent to
+    a person; ``ph`` binds the approval to the exact plan (see `approval_claim`).
+    """
+
+    by: str
+    at: int
+    ph: str
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"by": self.by, "at": self.at, "ph": self.ph}
+
+
+_APPROVAL_FIELDS = frozenset({"by", "at", "ph"})
+
+
+def approval_claim(payload: Mapping[str, Any]) -> Approval | None:
+    """The ``apr`` claim of a payload, None when there is none.
+
+    TokenInvalid when it is not ``{"by": str, "at": int, "ph": str}`` or when its ``ph`` is
+    not the token's own ``ph``: an approval covers exactly one plan, and a token carrying
+    another plan's approval must not pass for an approved one.
+    """
+    if "apr" not in payload:
+        return None
+    value = payload["apr"]
+    if not isinstance(value, dict) or set(value) != _APPROVAL_FIELDS:
+        raise TokenInvalid("claim apr is not an object with by, at and ph")
+    if not isinstance(value["by"], str) or not isinstance(value["ph"], str):
+        raise TokenInvalid("claim apr is not an object with by, at and ph")
+    approval = Approval(by=value["by"], at=integer_claim(value, "at"), ph=value["ph"])
+    if approval.ph != _string_claim(payload, "ph"):
+        raise TokenInvalid("claim apr covers another plan hash than the token's ph")
+    return approval
+
+
+@dataclass(frozen=True, slots=True)
 class IntentClaims:
     """The claims of an intent token (DESIGN.md, "The intent token").
 
@@ -83,10 +123,11 @@ class IntentClaims:
     polh: str  # its hash
     role: str | None  # the member's role at signing time
     groups: tuple[str, ...]  # the member's group names at signing time, sorted
+    apr: Approval | None = None  # who approved the plan, when a review rule asked a person
 
     def to_payload(self) -> dict[str, Any]:
-        """The JSON object the control plane signs."""
-        return {
+        """The JSON object the control plane signs (``apr`` only when there is one)."""
+        payload: dict[str, Any] = {
             "iss": self.iss,
             "sub": self.sub,
             "jti": self.jti,
@@ -101,12 +142,16 @@ class IntentClaims:
             "role": self.role,
             "groups": list(self.groups),
         }
+        if self.apr is not None:
+            payload["apr"] = self.apr.to_payload()
+        return payload
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> IntentClaims:
         """The claims of a payload; TokenInvalid names the first missing or mistyped claim.
 
-        Other members (a registered `nbf`, say) are ignored. Checks types, not signatures:
+        Other members (a registered `nbf`, say) are ignored; an ``apr`` must cover the
+        token's own ``ph`` (`approval_claim`). Checks types, not signatures:
         give it only a payload whose signature verified.
         """
         return cls(
@@ -123,6 +168,7 @@ class IntentClaims:
             polh=_string_claim(payload, "polh"),
             role=_role_claim(payload),
             groups=_groups_claim(payload),
+            apr=approval_claim(payload),
         )
 
 

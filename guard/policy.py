@@ -2,8 +2,9 @@
 plan at issuance and for a call, is guard.policy_evaluation.
 
 ``{"version": 1, "default": "allow" | "deny", "rules": [...]}``; each rule names an
-``effect``, the ``tools`` globs it concerns, and optionally ``args`` (constraints, as in
-plans), ``roles`` / ``groups`` (whom it applies to) and ``maxCalls`` (see `validate_policy`).
+``effect`` ("allow", "deny", or "review": an allow that needs a person's approval of the
+plan), the ``tools`` globs it concerns, and optionally ``args`` (constraints, as in plans),
+``roles`` / ``groups`` (whom it applies to) and ``maxCalls`` (see `validate_policy`).
 """
 
 from __future__ import annotations
@@ -60,7 +61,10 @@ _RULE_FIELDS: Final = (
     "description",
 )
 _OPTIONAL_RULE_FIELDS: Final = _RULE_FIELDS[2:]
+#: a policy's `default`
 _EFFECTS: Final = ("allow", "deny")
+#: a rule's `effect`: "review" admits a step as "allow" does, once a person approved the plan
+_RULE_EFFECTS: Final = ("allow", "deny", "review")
 
 
 # --- validation --------------------------------------------------------------------------
@@ -69,6 +73,11 @@ _EFFECTS: Final = ("allow", "deny")
 def _check_effect(value: object, path: str, errors: list[FieldError]) -> None:
     if not isinstance(value, str) or value not in _EFFECTS:
         errors.append(FieldError(path, 'must be "allow" or "deny"'))
+
+
+def _check_rule_effect(value: object, path: str, errors: list[FieldError]) -> None:
+    if not isinstance(value, str) or value not in _RULE_EFFECTS:
+        errors.append(FieldError(path, 'must be "allow", "deny" or "review"'))
 
 
 def _check_tool_globs(value: object, path: str, errors: list[FieldError]) -> None:
@@ -128,7 +137,7 @@ def _validate_rule(rule: object, path: str, errors: list[FieldError]) -> dict[st
         if required not in rule:
             errors.append(FieldError(key_path(path, required), "is required"))
     if "effect" in rule:
-        _check_effect(rule["effect"], key_path(path, "effect"), errors)
+        _check_rule_effect(rule["effect"], key_path(path, "effect"), errors)
     if "tools" in rule:
         _check_tool_globs(rule["tools"], key_path(path, "tools"), errors)
     if "args" in rule:
@@ -168,7 +177,7 @@ def validate_policy(document: object) -> dict[str, Any]:
 
     ``{"version": 1, "default": "allow" | "deny", "rules": [...]}``; `version` and
     `default` are required, `rules` defaults to ``[]`` (at most 500). Each rule:
-    ``effect`` ("allow" | "deny") and ``tools`` (1 to 100 tool-name globs) are required;
+    ``effect`` ("allow" | "deny" | "review") and ``tools`` (1 to 100 tool-name globs) are required;
     ``args`` (constraints, as in plans), ``roles`` / ``groups`` (non-empty lists of names),
     ``maxCalls`` (integer >= 1), ``name`` (<= 200 characters) and ``description`` (<= 10,000
     characters) are optional and kept only when present. Unknown keys at any level are

@@ -7,6 +7,9 @@ Rule semantics, shared by both checks:
   `groups` (if any) share at least one group with the member; with both, both must hold.
 * A rule concerns a tool when one of its `tools` globs matches the tool name.
 * A deny wins over any allow; with no allow, the policy `default` decides.
+* A review rule is an allow rule everywhere here (its `maxCalls` caps a step the same way);
+  that the plan then needs a person's approval first is guard.policy_review's. At call
+  time a review rule admits like an allow: a token exists only for an approved plan.
 
 At issuance only deny rules without `args` can refuse a step, since argument checks need a
 call; an allow rule admits a step whatever its `args` (they are checked per call), but its
@@ -82,6 +85,7 @@ class PolicyDecision:
 class _Rule:
     index: int
     deny: bool
+    review: bool
     tools: tuple[Callable[[Any], bool], ...]
     args: ArgsMatcher | None  # None: the rule pins no argument
     pinned: Mapping[str, Any] | None  # the validated ``args`` the matcher was compiled from
@@ -136,6 +140,7 @@ def _applicable_rules(
             _Rule(
                 index=index,
                 deny=deny,
+                review=rule["effect"] == "review",
                 tools=tuple(compile_glob(glob) for glob in rule["tools"]),
                 # A deny rule fails closed: it is passed over only for a call whose pinned
                 # arguments are provably outside it (guard.deny.compile_deny_args).

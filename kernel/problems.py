@@ -58,6 +58,12 @@ class Code(StrEnum):
     PLAN_MISMATCH = "plan_mismatch"
     PLAN_REVOKED = "plan_revoked"
     PLAN_EXPIRED = "plan_expired"
+    APPROVAL_PENDING = "approval_pending"
+    APPROVAL_DENIED = "approval_denied"
+    APPROVAL_EXPIRED = "approval_expired"
+    APPROVAL_REQUIRED = "approval_required"
+    SELF_APPROVAL = "self_approval"
+    APPROVAL_NOT_PENDING = "approval_not_pending"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     THROTTLED = "throttled"
@@ -87,6 +93,12 @@ PROBLEMS: dict[Code, Problem] = {
     Code.PLAN_MISMATCH: Problem(409, "The token does not belong to this plan"),
     Code.PLAN_REVOKED: Problem(410, "The plan was revoked"),
     Code.PLAN_EXPIRED: Problem(410, "The plan has expired"),
+    Code.APPROVAL_PENDING: Problem(409, "The plan is waiting for a person's approval"),
+    Code.APPROVAL_DENIED: Problem(403, "A person denied the plan"),
+    Code.APPROVAL_EXPIRED: Problem(410, "Nobody decided on the plan in time"),
+    Code.APPROVAL_REQUIRED: Problem(403, "The policy asks a person to approve the plan"),
+    Code.SELF_APPROVAL: Problem(403, "Nobody decides on a plan made for themselves"),
+    Code.APPROVAL_NOT_PENDING: Problem(409, "The plan is not waiting for a decision"),
     Code.PAYLOAD_TOO_LARGE: Problem(413, "The request body is too large"),
     Code.UNSUPPORTED_MEDIA_TYPE: Problem(415, "Unsupported media type"),
     Code.THROTTLED: Problem(429, "Too many requests"),

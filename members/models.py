@@ -63,6 +63,15 @@ class Team(models.Model):
             " status feed twice as often."
         ),
     )
+    approval_window_seconds = models.PositiveIntegerField(
+        "approval window (seconds)",
+        default=3600,
+        validators=[MinValueValidator(60), MaxValueValidator(7 * 24 * 3600)],
+        help_text=(
+            "How long a plan that a policy's review rule sent to a person waits for a"
+            " decision; nobody deciding within it expires the request."
+        ),
+    )
     staff = models.ManyToManyField(
         settings.AUTH_USER_MODEL,
         blank=True,

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from django.conf import settings
 from django.http import HttpResponse
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -34,6 +35,8 @@ from .api_schema import (
     jwks_response,
     plan_declaration_example,
 )
+from .approval_tokens import plan_approved_token_issue
+from .approvals import ApprovalRequested
 from .event_intake import plan_events_record
 from .keys import jwks_document
 from .records import (
@@ -43,6 +46,7 @@ from .records import (
     refusal_record,
 )
 from .serializers import (
+    ApprovalRequestedSerializer,
     IntentTokenSerializer,
     PlanDeclarationSerializer,
     PlanDetailSerializer,
@@ -147,10 +151,16 @@ class PlanCreateView(RecordedRefusalsView):
     @extend_schema(
         operation_id="plans_declare",
         summary="Declare a plan and receive an intent token",
+        description=(
+            "201 with the token; or, when a `review` rule of the policy concerns a step, 202:"
+            " the plan waits for a person's approval, nothing is signed, and `Location` names"
+            " `POST /v1/plans/{id}/token`, which answers the token once approved."
+        ),
         request=PlanDeclarationSerializer,
         examples=[plan_declaration_example],
         responses={
             201: IntentTokenSerializer,
+            202: ApprovalRequestedSerializer,
             400: PROBLEM,
             401: PROBLEM,
             403: PROBLEM,
@@ -163,7 +173,53 @@ class PlanCreateView(RecordedRefusalsView):
         issued = plan_issue(
             agent=request_agent(request), document=body["plan"], ttl=body.get("ttl")
         )
+        if isinstance(issued, ApprovalRequested):
+            location = request.build_absolute_uri(
+                reverse("plan-token", kwargs={"plan_id": issued.plan.id})
+            )
+            return Response(
+                ApprovalRequestedSerializer(issued).data, status=202, headers={"Location": location}
+            )
         return Response(IntentTokenSerializer(issued).data, status=201)
+
+
+class PlanTokenView(RecordedRefusalsView):
+    """The token of a plan a person approved (plans.approval_tokens). Its refusals are
+    recorded, except ``approval_pending``: a client polls while it waits, and every poll
+    is not an event of the trail (the request and the decision are)."""
+
+    refusal_kind = AuditRecord.Kind.PLAN_REFUSED
+    _NOT_STORED = RecordedRefusalsView._NOT_STORED | {Code.APPROVAL_PENDING}
+
+    def refusal_context(self, request: Request) -> RefusalContext:
+        return refresh_context(str(self.kwargs.get("plan_id", "")), agent=self.calling_agent)
+
+    @extend_schema(
+        operation_id="plans_token",
+        summary="The token of a plan that a person approved",
+        description=(
+            "No body. 200 with the same body as a 201 declaration once a person approved the"
+            " plan, signed with the agent's current policy (the token carries `apr`: who"
+            " approved, when, and the plan hash). 409 `approval_pending` while it waits,"
+            " with `Retry-After`; 403 `approval_denied` with the approver's reason; 410"
+            " `approval_expired` when nobody decided within the team's window; 403"
+            " `policy_denied` or `approval_required` when the policy changed since."
+        ),
+        request=None,
+        responses={
+            200: IntentTokenSerializer,
+            401: PROBLEM,
+            403: PROBLEM,
+            404: PROBLEM,
+            409: PROBLEM,
+            410: PROBLEM,
+            429: PROBLEM,
+            503: PROBLEM,
+        },
+    )
+    def post(self, request: Request, plan_id: str) -> Response:
+        issued = plan_approved_token_issue(agent=request_agent(request), plan_id=plan_id)
+        return Response(IntentTokenSerializer(issued).data)
 
 
 class PlanRefreshView(RecordedRefusalsView):

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
-from guard.claims import IntentClaims
+from guard.claims import Approval, IntentClaims
 from guard.errors import TokenInvalid
 from guard.jwk import KeySet, public_jwk
 from guard.tokens import unverified_header, verify_intent_token
@@ -44,9 +44,11 @@ def intent_token_sign(
     version: PolicyVersion,
     ttl: int,
     now: datetime,
+    approval: Approval | None = None,
 ) -> Signature:
-    """Sign a token for ``plan``. Writes nothing: callers sign before their transaction,
-    so it holds the database's write lock only for the inserts."""
+    """Sign a token for ``plan``, with ``approval`` as its ``apr`` when a person approved
+    it. Writes nothing: callers sign before their transaction, so it holds the database's
+    write lock only for the inserts."""
     signer = active_signer()
     issued_at = int(now.timestamp())
     # A token never outlives the plan it carries.
@@ -65,6 +67,7 @@ def intent_token_sign(
         polh=version.hash,
         role=role,
         groups=tuple(groups),
+        apr=approval,
     )
     return Signature(
         token=signer.sign(claims.to_payload()),

@@ -56,6 +56,22 @@ class Plan(models.Model):
         ENDED = "ended"
         #: the agent's guard refused the token it was given (``end_reason`` says why)
         TOKEN_REFUSED = "token_refused", "token refused by the guard"
+        #: a policy's review rule sent it to a person; nothing is signed until they approve
+        PENDING_APPROVAL = "pending_approval", "awaiting approval"
+        #: a person denied it (``approval_reason`` says why); it never gets a token
+        APPROVAL_DENIED = "approval_denied", "approval denied"
+        #: nobody decided within the team's approval window
+        APPROVAL_EXPIRED = "approval_expired", "approval expired"
+
+    class Approval(models.TextChoices):
+        """Whether a person had to approve the plan, and what came of it. Kept when the
+        status moves on (an approved plan that is revoked was still approved)."""
+
+        NOT_REQUIRED = "", "not required"
+        PENDING = "pending"
+        APPROVED = "approved"
+        DENIED = "denied"
+        EXPIRED = "expired"
 
     id = models.CharField(primary_key=True, max_length=26, default=new_ulid, editable=False)
     team = models.ForeignKey("members.Team", on_delete=models.PROTECT, related_name="plans")
@@ -82,6 +98,17 @@ class Plan(models.Model):
     decisions_lost = models.PositiveIntegerField(
         default=0, help_text="guard decisions the agent could not deliver (its queue was full)"
     )
+    approval = models.CharField(
+        max_length=10, choices=Approval.choices, default=Approval.NOT_REQUIRED, blank=True
+    )
+    #: the steps review rules sent to a person: [{"step", "tool", "rule": {"index",
+    #: "description"}}], as the policy asked when the plan was declared
+    review = models.JSONField(default=list, blank=True)
+    approval_deadline = models.DateTimeField(null=True, blank=True)
+    approval_decided_at = models.DateTimeField(null=True, blank=True)
+    #: the e-mail of the person who approved or denied
+    approval_by = models.CharField(max_length=254, blank=True, db_index=True)
+    approval_reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
+from audit.actors import current_actor
 from audit.models import AuditRecord
 from audit.services import record_append
 from guard.errors import DocumentInvalid
@@ -263,3 +264,60 @@ def refusal_record(
             "could not record the %s refusal (%s) of agent %s", kind, error.code, agent.pk
         )
         return None
+
+
+def _plan_fields(plan: Plan) -> dict[str, Any]:
+    """The fields every record about an existing plan carries."""
+    return {
+        "team": plan.team_id,
+        "agent_id": plan.agent_id,
+        "agent_name": plan.agent.name,
+        "user": plan.member.email,
+        "plan_id": plan.id,
+        "plan_hash": plan.hash,
+        "policy": plan.policy_version.policy.slug,
+        "policy_version": plan.policy_version.number,
+    }
+
+
+def approval_requested_record(*, plan: Plan) -> AuditRecord:
+    """Appended in the transaction that saves a plan a review rule sent to a person. The
+    actor is the agent that declared it; ``rule`` names the first step's review rule."""
+    first = plan.review[0]["rule"]
+    return record_append(
+        **_plan_fields(plan),
+        kind=AuditRecord.Kind.APPROVAL_REQUESTED,
+        at=plan.created_at,
+        actor=agent_actor(plan.agent),
+        rule=first,
+        details={
+            "goal": plan.goal,
+            "steps": len(plan.document["steps"]),
+            "review": plan.review,
+            "deadline": _instant(plan.approval_deadline) if plan.approval_deadline else None,
+        },
+    )
+
+
+def approval_decided_record(*, plan: Plan) -> AuditRecord:
+    """Appended in the transaction that stores a person's decision: who (their e-mail, and
+    the door's actor), when, approve or deny, and the reason."""
+    assert plan.approval_decided_at is not None
+    return record_append(
+        **_plan_fields(plan),
+        kind=AuditRecord.Kind.APPROVAL_DECIDED,
+        at=plan.approval_decided_at,
+        actor=current_actor() or plan.approval_by,
+        code=plan.approval,
+        details={"by": plan.approval_by, "decision": plan.approval, "reason": plan.approval_reason},
+    )
+
+
+def approval_expired_record(*, plan: Plan, at: datetime) -> AuditRecord:
+    """Appended in the transaction that marks a request for approval expired."""
+    return record_append(
+        **_plan_fields(plan),
+        kind=AuditRecord.Kind.APPROVAL_EXPIRED,
+        at=at,
+        details={"deadline": _instant(plan.approval_deadline) if plan.approval_deadline else None},
+    )

@@ -242,6 +242,38 @@ class IntentTokenSerializer(serializers.Serializer):
     )
 
 
+class ReviewRuleSerializer(serializers.Serializer):
+    """The policy rule that asked for review."""
+
+    index = serializers.IntegerField(help_text="its index in the policy's `rules`, from 0")
+    description = serializers.CharField()
+
+
+class ReviewStepSerializer(serializers.Serializer):
+    """A plan step that a policy's review rule sends to a person."""
+
+    path = serializers.CharField(help_text="the step, as `plan.steps[<n>]`")
+    step = serializers.IntegerField(help_text="the step's index, from 0")
+    tool = serializers.CharField()
+    rule = ReviewRuleSerializer()
+
+
+# From a plans.approvals.ApprovalRequested.
+class ApprovalRequestedSerializer(serializers.Serializer):
+    """A plan that waits for a person's approval: nothing is signed yet. Ask
+    `POST /v1/plans/{id}/token` (the `Location`) for its token."""
+
+    id = serializers.CharField(source="plan.id", help_text="the plan id (ULID)")
+    status = serializers.ChoiceField(
+        source="plan.status", choices=[Plan.Status.PENDING_APPROVAL.value]
+    )
+    planHash = serializers.CharField(source="plan.hash")
+    review = ReviewStepSerializer(many=True, help_text="the steps and rules that asked for review")
+    expiresAt = UtcDateTimeField(
+        source="deadline", help_text="when the request expires if nobody decides"
+    )
+
+
 class TokenHistorySerializer(serializers.ListSerializer):
     """A plan's tokens in the order they were signed, with their policy versions in one query."""
 
@@ -277,6 +309,25 @@ class BlankAsNullCharField(serializers.CharField):
 
 
 # From a Plan.
+class PlanApprovalSerializer(serializers.Serializer):
+    """Where a person's approval of the plan stands (null when none was needed)."""
+
+    state = serializers.ChoiceField(
+        source="approval",
+        choices=[choice for choice in Plan.Approval.values if choice],
+        help_text="pending, approved, denied or expired",
+    )
+    review = ReviewStepSerializer(many=True)
+    expiresAt = UtcDateTimeField(source="approval_deadline", allow_null=True)
+    decidedBy = BlankAsNullCharField(source="approval_by", help_text="the approver's e-mail")
+    decidedAt = UtcDateTimeField(source="approval_decided_at", allow_null=True)
+    reason = BlankAsNullCharField(source="approval_reason")
+
+    def to_representation(self, instance: Plan) -> Any:
+        return super().to_representation(instance) if instance.approval else None
+
+
+# From a Plan.
 class PlanDetailSerializer(serializers.Serializer):
     """A plan the calling agent declared: its status, steps and token history."""
 
@@ -301,3 +352,6 @@ class PlanDetailSerializer(serializers.Serializer):
     policy = PolicyRefSerializer(source="policy_version")
     steps = serializers.ListField(child=serializers.DictField(), source="document.steps")
     tokens = PlanTokenRecordSerializer(many=True)
+    approval = PlanApprovalSerializer(
+        source="*", allow_null=True, help_text="null when no review rule asked for a person"
+    )

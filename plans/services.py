@@ -19,12 +19,14 @@ from audit.actors import current_actor
 from guard.errors import DocumentInvalid, FieldError
 from guard.plan import plan_hash, validate_plan
 from guard.policy_evaluation import StepWarning, evaluate_plan, unpinned_policy_arguments
+from guard.policy_review import plan_reviews
 from kernel.problems import DomainError
 from members.models import Agent, Member
 from members.services import agent_require_active
 from policies.models import PolicyVersion
 from policies.selectors import policy_active_version
 
+from .approvals import ApprovalRequested, approval_still_covers, plan_approval_request
 from .intent_tokens import Signature, intent_token_sign, refresh_token_verify
 from .models import Plan, PlanToken
 from .records import (
@@ -180,8 +182,12 @@ def _record_token(
     )
 
 
-def plan_issue(*, agent: Agent, document: object, ttl: int | None = None) -> IssuedToken:
-    """Check the plan against the team and the agent's active policy, then sign it.
+def plan_issue(
+    *, agent: Agent, document: object, ttl: int | None = None
+) -> IssuedToken | ApprovalRequested:
+    """Check the plan against the team and the agent's active policy, then sign it; or,
+    when a review rule of the policy concerns a step, save it as waiting for a person's
+    approval (plans.approvals) and sign nothing: the answer is then ApprovalRequested.
 
     A refusal is a PlanRefused saying what was refused (plans.records); a success appends
     ``plan_issued`` with the plan and its token. The answer's ``warnings`` name the steps
@@ -193,7 +199,7 @@ def plan_issue(*, agent: Agent, document: object, ttl: int | None = None) -> Iss
 
 def _plan_issue(
     agent: Agent, document: object, ttl: int | None, refusal: RefusalContext
-) -> IssuedToken:
+) -> IssuedToken | ApprovalRequested:
     ttl = token_ttl_resolve(ttl)
     plan_document = plan_document_validate(document)
     refusal.plan_hash = plan_hash(plan_document)
@@ -217,6 +223,10 @@ def _plan_issue(
         created_at=now,
         expires_at=now + timedelta(seconds=settings.PLANGATE_PLAN_MAX_AGE),
     )
+    # denials=(): _admitted_policy_version has refused any plan with a denial.
+    reviews = plan_reviews(version.document, plan_document, role=role, groups=groups, denials=())
+    if reviews:
+        return plan_approval_request(plan=plan, reviews=reviews, now=now)
     signature = intent_token_sign(
         plan=plan, member=member, role=role, groups=groups, version=version, ttl=ttl, now=now
     )
@@ -275,10 +285,22 @@ def _plan_refresh(
     member = _member_require_active(plan.member)
     role, groups = _role_and_groups(member)
     version = _admitted_policy_version(agent, plan.document, role, groups, refusal)
+    # The approval stands while the policy asks review of the same steps or fewer.
+    approval = approval_still_covers(
+        plan=plan,
+        reviews=plan_reviews(version.document, plan.document, role=role, groups=groups, denials=()),
+    )
     # The policy may have changed since issuance: the same warnings, against the new one.
     warnings = _unpinned_argument_warnings(version, plan.document, role, groups)
     signature = intent_token_sign(
-        plan=plan, member=member, role=role, groups=groups, version=version, ttl=ttl, now=now
+        plan=plan,
+        member=member,
+        role=role,
+        groups=groups,
+        version=version,
+        ttl=ttl,
+        now=now,
+        approval=approval,
     )
     with transaction.atomic():
         # Re-read the status under lock: a revocation that lands meanwhile must win, and

@@ -5,6 +5,7 @@ from . import api, status_feed
 urlpatterns = [
     path("plans", api.PlanCreateView.as_view(), name="plan-create"),
     path("plans/<str:plan_id>", api.PlanDetailView.as_view(), name="plan-detail"),
+    path("plans/<str:plan_id>/token", api.PlanTokenView.as_view(), name="plan-token"),
     path("plans/<str:plan_id>/refresh", api.PlanRefreshView.as_view(), name="plan-refresh"),
     path("plans/<str:plan_id>/status", status_feed.plan_status_view, name="plan-status"),
     path("plans/<str:plan_id>/events", api.PlanEventsView.as_view(), name="plan-events"),

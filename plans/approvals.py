@@ -1,0 +1,245 @@
+"""Approvals: a person approves or denies a plan that a policy's review rule sent to them.
+
+A declared plan whose steps a review rule concerns (guard.policy_review.plan_reviews) is
+saved as ``pending_approval`` with those steps and the team's deadline
+(`plan_approval_request`); nothing is signed. A person then decides
+(`plan_approval_decide`: never on a plan made for themselves, and a denial says why), or
+nobody does within the team's window (`plans_approval_expire`, run by beat). Once approved,
+the agent fetches its token (plans.approval_tokens), which carries ``apr``.
+
+Each step appends its audit record (plans.records) in the transaction of the change. When
+a plan starts waiting, `approval_requested` is sent once the transaction commits, so the
+notifications that listen to it see the stored plan, and their failures never undo it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.dispatch import Signal
+from django.utils import timezone
+
+from guard.claims import Approval
+from guard.errors import FieldError
+from guard.policy_review import StepReview, review_covers
+from kernel.problems import DomainError
+
+from .models import Plan
+from .records import approval_decided_record, approval_expired_record, approval_requested_record
+
+logger = logging.getLogger(__name__)
+
+#: Sent once a plan that waits for approval is committed: ``sender=Plan, plan=<the Plan>``.
+#: Receivers (e-mail, webhooks) must not raise: a failure is logged and the plan still
+#: waits (send_robust).
+approval_requested = Signal()
+
+#: What the token endpoint's 409 asks a waiting client to wait before asking again.
+APPROVAL_POLL_SECONDS = 5
+#: The most a denial's reason keeps.
+MAX_REASON_LENGTH = 2000
+
+
+@dataclass(frozen=True)
+class ApprovalRequested:
+    """plan_issue's answer for a plan that waits for a person: nothing was signed."""
+
+    plan: Plan
+    review: tuple[dict[str, Any], ...]
+    deadline: datetime
+
+
+@dataclass(frozen=True)
+class ApprovalDecision:
+    """What plan_approval_decide stored."""
+
+    plan: Plan
+    approved: bool
+    by: str
+    at: datetime
+    reason: str
+
+
+def review_entries(reviews: Sequence[StepReview]) -> list[dict[str, Any]]:
+    """The review steps as the plan keeps them and the API shows them."""
+    return [
+        {
+            "path": f"plan.{review.path}",
+            "step": review.step,
+            "tool": review.tool,
+            "rule": {"index": review.rule, "description": review.description},
+        }
+        for review in reviews
+    ]
+
+
+def approved_steps(plan: Plan) -> list[int]:
+    """The steps a person approved (those the policy asked review of at declaration)."""
+    return [entry["step"] for entry in plan.review]
+
+
+def _send_approval_requested(plan: Plan) -> None:
+    for receiver, outcome in approval_requested.send_robust(sender=Plan, plan=plan):
+        if isinstance(outcome, Exception):
+            logger.error(
+                "approval_requested receiver %r failed for plan %s: %r", receiver, plan.id, outcome
+            )
+
+
+def plan_approval_request(
+    *, plan: Plan, reviews: Sequence[StepReview], now: datetime
+) -> ApprovalRequested:
+    """Save ``plan`` (unsaved, built by plan_issue) as waiting for a person, with the
+    review steps and the team's deadline, and its ``approval_requested`` record; the
+    signal goes out after commit. Runs in the caller's transaction or its own."""
+    plan.status = Plan.Status.PENDING_APPROVAL
+    plan.approval = Plan.Approval.PENDING
+    plan.review = review_entries(reviews)
+    plan.approval_deadline = now + timedelta(seconds=plan.team.approval_window_seconds)
+    with transaction.atomic():
+        plan.save(force_insert=True)
+        approval_requested_record(plan=plan)
+        transaction.on_commit(lambda: _send_approval_requested(plan))
+    return ApprovalRequested(plan=plan, review=tuple(plan.review), deadline=plan.approval_deadline)
+
+
+def plan_approval(plan: Plan) -> Approval | None:
+    """The ``apr`` claim of an approved plan's tokens; None when nobody had to approve."""
+    if plan.approval != Plan.Approval.APPROVED or plan.approval_decided_at is None:
+        return None
+    return Approval(by=plan.approval_by, at=int(plan.approval_decided_at.timestamp()), ph=plan.hash)
+
+
+def approval_still_covers(*, plan: Plan, reviews: Sequence[StepReview]) -> Approval | None:
+    """The approval a token for ``plan`` carries under a policy that now asks ``reviews``.
+
+    A plan approved for the same steps or more keeps its approval; ``approval_required``
+    when the policy asks review of a step nobody approved (a plan that needed no approval
+    before, or a step newly under review).
+    """
+    approval = plan_approval(plan)
+    if reviews and (approval is None or not review_covers(approved_steps(plan), reviews)):
+        covered = set(approved_steps(plan)) if approval is not None else set()
+        raise DomainError(
+            "approval_required",
+            "The policy now asks a person to approve steps nobody approved; declare the"
+            " plan again to ask for approval.",
+            errors=[
+                FieldError(
+                    f"plan.{review.path}",
+                    f"{review.tool}: {review.description} asks for review",
+                )
+                for review in reviews
+                if review.step not in covered
+            ],
+        )
+    return approval
+
+
+def _approver_email(plan: Plan, by_user: Any) -> str:
+    email = str(getattr(by_user, "email", "") or "").strip()
+    if not getattr(by_user, "is_active", False) or not email:
+        raise DomainError(
+            "permission_denied", "Only an active person with an e-mail address can decide."
+        )
+    if not (
+        getattr(by_user, "is_superuser", False) or plan.team.staff.filter(pk=by_user.pk).exists()
+    ):
+        raise DomainError("permission_denied", "Only the team's staff decide on its plans.")
+    if email.casefold() == plan.member.email.casefold():
+        raise DomainError(
+            "self_approval", "Nobody decides on a plan made for themselves; ask another approver."
+        )
+    return email
+
+
+def plan_approval_decide(
+    *,
+    plan: Plan,
+    by_user: Any,
+    approve: bool,
+    reason: str = "",
+    now: datetime | None = None,
+) -> ApprovalDecision:
+    """Approve or deny a plan waiting for a person.
+
+    ``by_user`` is the person deciding (a Django user): active, with an e-mail, staff of
+    the plan's team (or a superuser), and never the plan's own member (``self_approval``,
+    e-mails compared case-insensitively). A denial needs a ``reason``. Refused with
+    ``approval_not_pending`` once decided, ``approval_expired`` past the deadline (the
+    plan is then marked expired). Appends ``approval_decided``.
+    """
+    reason = reason.strip()
+    now = now or timezone.now()
+    email = _approver_email(plan, by_user)
+    if not approve and not reason:
+        raise DomainError(
+            "invalid_request",
+            "A denial needs a reason: the agent shows it to its user.",
+            errors=[FieldError("reason", "is required to deny")],
+        )
+    if len(reason) > MAX_REASON_LENGTH:
+        raise DomainError(
+            "invalid_request",
+            f"The reason is longer than {MAX_REASON_LENGTH} characters.",
+            errors=[FieldError("reason", f"must have at most {MAX_REASON_LENGTH} characters")],
+        )
+    with transaction.atomic():
+        current = Plan.objects.select_for_update().get(pk=plan.pk)
+        if current.approval != Plan.Approval.PENDING:
+            raise DomainError(
+                "approval_not_pending",
+                f"The plan is not waiting for a decision (approval: "
+                f"{current.get_approval_display()}).",
+            )
+        expired = current.approval_deadline is not None and current.approval_deadline <= now
+        if not expired:
+            plan.approval = Plan.Approval.APPROVED if approve else Plan.Approval.DENIED
+            plan.status = Plan.Status.ACTIVE if approve else Plan.Status.APPROVAL_DENIED
+            plan.approval_by, plan.approval_decided_at = email, now
+            plan.approval_reason = reason
+            plan.save(
+                update_fields=[
+                    "approval",
+                    "status",
+                    "approval_by",
+                    "approval_decided_at",
+                    "approval_reason",
+                ]
+            )
+            approval_decided_record(plan=plan)
+            return ApprovalDecision(plan=plan, approved=approve, by=email, at=now, reason=reason)
+    # Past the deadline: the request expires (as the sweep would have), then the refusal.
+    plan_approval_expire(plan=plan, now=now)
+    raise DomainError("approval_expired", "Nobody decided within the team's approval window.")
+
+
+def plan_approval_expire(*, plan: Plan, now: datetime | None = None) -> bool:
+    """Mark ``plan``'s request for approval expired if it is still pending past its
+    deadline; appends ``approval_expired``. True when it changed."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        changed = Plan.objects.filter(
+            pk=plan.pk, approval=Plan.Approval.PENDING, approval_deadline__lte=now
+        ).update(approval=Plan.Approval.EXPIRED, status=Plan.Status.APPROVAL_EXPIRED)
+        if changed:
+            plan.approval, plan.status = Plan.Approval.EXPIRED, Plan.Status.APPROVAL_EXPIRED
+            approval_expired_record(plan=plan, at=now)
+    return bool(changed)
+
+
+def plans_approval_expire(*, now: datetime | None = None) -> int:
+    """Expire every request for approval past its deadline (the beat task); how many.
+
+    Idempotent, and safe when two workers run it: each plan changes under a conditional
+    update, so only one of them records its expiry."""
+    now = now or timezone.now()
+    pending = Plan.objects.filter(
+        approval=Plan.Approval.PENDING, approval_deadline__lte=now
+    ).select_related("team", "agent", "member", "policy_version__policy")
+    return sum(plan_approval_expire(plan=plan, now=now) for plan in pending.iterator())

@@ -1,0 +1,150 @@
+"""The approval flow through the API: 202 on declaration, then POST /v1/plans/{id}/token
+answering 409 while it waits, 200 once approved, 403 once denied, 410 once expired."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from audit.models import AuditRecord
+from kernel.problems import Code
+from plans.approvals import plan_approval_decide, plans_approval_expire
+from plans.models import Plan, PlanToken
+from policies.services import policy_set
+from tests.conftest import plan_document
+
+from .approval_helpers import REVIEW_POLICY, REVIEWED_PLAN_STEPS, approver_for
+from .helpers import assert_problem, claims_of
+
+
+@pytest.fixture
+def review_policy(team, policy_version):
+    return policy_set(team=team, slug="default", document=REVIEW_POLICY)
+
+
+def declare_reviewed(agent):
+    return agent.client.post(
+        "/v1/plans", {"plan": plan_document(steps=REVIEWED_PLAN_STEPS)}, format="json"
+    )
+
+
+def ask_token(agent, plan_id):
+    return agent.client.post(f"/v1/plans/{plan_id}/token")
+
+
+def test_a_plan_with_a_reviewed_step_waits_for_a_person_and_nothing_is_signed(
+    agent, team, review_policy
+):
+    response = declare_reviewed(agent)
+
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert body["status"] == "pending_approval"
+    assert body["review"] == [
+        {
+            "path": "plan.steps[1]",
+            "step": 1,
+            "tool": "send_email",
+            "rule": {"index": 2, "description": "mail leaves the company (rules[2])"},
+        }
+    ]
+    assert "token" not in body
+    assert response["Location"].endswith(f"/v1/plans/{body['id']}/token")
+    plan = Plan.objects.get(pk=body["id"])
+    assert plan.status == Plan.Status.PENDING_APPROVAL
+    assert plan.approval == Plan.Approval.PENDING
+    assert plan.approval_deadline == plan.created_at + timedelta(seconds=3600)
+    assert not PlanToken.objects.filter(plan=plan).exists()
+    record = AuditRecord.objects.get(kind=AuditRecord.Kind.APPROVAL_REQUESTED)
+    assert record.plan_id == plan.id and record.user == "alice@acme.dev"
+    assert record.details["review"][0]["step"] == 1
+
+
+def test_a_plan_with_only_allowed_steps_needs_nobody(agent, review_policy):
+    response = agent.client.post("/v1/plans", {"plan": plan_document()}, format="json")
+
+    assert response.status_code == 201, response.content
+    assert "apr" not in claims_of(response.json()["token"])
+
+
+def test_the_token_endpoint_answers_pending_then_the_approved_token(agent, team, review_policy):
+    plan_id = declare_reviewed(agent).json()["id"]
+
+    pending = ask_token(agent, plan_id)
+    assert_problem(pending, 409, Code.APPROVAL_PENDING)
+    assert pending["Retry-After"] == "5"
+    assert not AuditRecord.objects.filter(code=Code.APPROVAL_PENDING).exists()
+
+    approver = approver_for(team)
+    plan = Plan.objects.get(pk=plan_id)
+    decision = plan_approval_decide(plan=plan, by_user=approver, approve=True)
+
+    response = ask_token(agent, plan_id)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    claims = claims_of(body["token"])
+    assert claims["apr"] == {
+        "by": "carol@acme.dev",
+        "at": int(decision.at.timestamp()),
+        "ph": body["planHash"],
+    }
+    assert claims["ph"] == body["planHash"] and claims["jti"] == plan_id
+    assert set(body) >= {"id", "token", "planHash", "expiresAt", "policy", "warnings"}
+    plan.refresh_from_db()
+    assert plan.status == Plan.Status.ACTIVE
+    assert list(plan.tokens.values_list("kind", flat=True)) == ["issue"]
+
+    detail = agent.client.get(f"/v1/plans/{plan_id}").json()
+    assert detail["status"] == "active"
+    assert detail["approval"]["state"] == "approved"
+    assert detail["approval"]["decidedBy"] == "carol@acme.dev"
+
+
+def test_a_denied_plan_answers_the_approvers_reason(agent, team, review_policy):
+    plan_id = declare_reviewed(agent).json()["id"]
+    plan_approval_decide(
+        plan=Plan.objects.get(pk=plan_id),
+        by_user=approver_for(team),
+        approve=False,
+        reason="no mail to outsiders this week",
+    )
+
+    body = assert_problem(ask_token(agent, plan_id), 403, Code.APPROVAL_DENIED)
+
+    assert "no mail to outsiders this week" in body["detail"]
+    assert not PlanToken.objects.filter(plan_id=plan_id).exists()
+    detail = agent.client.get(f"/v1/plans/{plan_id}").json()
+    assert detail["status"] == "approval_denied"
+    assert detail["approval"]["reason"] == "no mail to outsiders this week"
+
+
+def test_nobody_deciding_within_the_window_expires_the_request(agent, team, review_policy):
+    plan_id = declare_reviewed(agent).json()["id"]
+    later = timezone.now() + timedelta(seconds=3601)
+
+    assert plans_approval_expire(now=later) == 1
+    assert plans_approval_expire(now=later) == 0  # idempotent
+
+    assert_problem(ask_token(agent, plan_id), 410, Code.APPROVAL_EXPIRED)
+    plan = Plan.objects.get(pk=plan_id)
+    assert plan.status == Plan.Status.APPROVAL_EXPIRED
+    assert (
+        AuditRecord.objects.filter(kind=AuditRecord.Kind.APPROVAL_EXPIRED, plan_id=plan_id).count()
+        == 1
+    )
+
+
+def test_the_token_endpoint_expires_a_request_past_its_deadline_itself(agent, team, review_policy):
+    plan_id = declare_reviewed(agent).json()["id"]
+    Plan.objects.filter(pk=plan_id).update(approval_deadline=timezone.now() - timedelta(seconds=1))
+
+    assert_problem(ask_token(agent, plan_id), 410, Code.APPROVAL_EXPIRED)
+    assert Plan.objects.get(pk=plan_id).approval == Plan.Approval.EXPIRED
+
+
+def test_another_agents_plan_is_not_found(agent, other_agent, review_policy):
+    plan_id = declare_reviewed(agent).json()["id"]
+
+    assert_problem(ask_token(other_agent, plan_id), 404, Code.PLAN_NOT_FOUND)

@@ -51,6 +51,7 @@ from .serializers import (
     PlanDeclarationSerializer,
     PlanDetailSerializer,
     PlanRefreshSerializer,
+    PlanTokenRequestSerializer,
 )
 from .services import (
     plan_get_for_agent,
@@ -198,16 +199,18 @@ class PlanTokenView(RecordedRefusalsView):
         operation_id="plans_token",
         summary="The token of a plan that a person approved",
         description=(
-            "No body. 200 with the same body as a 201 declaration once a person approved the"
-            " plan, signed with the agent's current policy (the token carries `apr`: who"
-            " approved, when, and the plan hash). 409 `approval_pending` while it waits,"
-            " with `Retry-After`; 403 `approval_denied` with the approver's reason; 410"
-            " `approval_expired` when nobody decided within the team's window; 403"
-            " `policy_denied` or `approval_required` when the policy changed since."
+            "No body is needed (one may ask a `ttl`). 200 with the same body as a 201"
+            " declaration once a person approved the plan, signed with the agent's current"
+            " policy; the token carries `apr`: who approved, when, and the plan hash."
+            " 409 `approval_pending` while it waits, with `Retry-After`; 403"
+            " `approval_denied` with the approver's reason; 410 `approval_expired` when"
+            " nobody decided within the team's window; 403 `policy_denied` or"
+            " `approval_required` when the policy changed since."
         ),
-        request=None,
+        request=PlanTokenRequestSerializer,
         responses={
             200: IntentTokenSerializer,
+            400: PROBLEM,
             401: PROBLEM,
             403: PROBLEM,
             404: PROBLEM,
@@ -218,7 +221,11 @@ class PlanTokenView(RecordedRefusalsView):
         },
     )
     def post(self, request: Request, plan_id: str) -> Response:
-        issued = plan_approved_token_issue(agent=request_agent(request), plan_id=plan_id)
+        # Read even when empty: a body over the limit is refused like on every endpoint.
+        body = PlanTokenRequestSerializer.validated(request.data or {})
+        issued = plan_approved_token_issue(
+            agent=request_agent(request), plan_id=plan_id, ttl=body.get("ttl")
+        )
         return Response(IntentTokenSerializer(issued).data)
 
 

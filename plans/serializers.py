@@ -178,6 +178,12 @@ class PlanRefreshSerializer(RequestBodySerializer):
     ttl = TtlField()
 
 
+class PlanTokenRequestSerializer(RequestBodySerializer):
+    """Nothing is needed: the plan is named by the path. A body may ask a lifetime."""
+
+    ttl = TtlField()
+
+
 # --- response bodies --------------------------------------------------------------------------
 
 
@@ -258,15 +264,19 @@ class ReviewStepSerializer(serializers.Serializer):
     rule = ReviewRuleSerializer()
 
 
+@extend_schema_field({"type": "string", "pattern": f"^{Plan.Status.PENDING_APPROVAL.value}$"})
+class PendingStatusField(serializers.CharField):
+    """The status of a plan just sent for approval: always ``pending_approval`` (a pattern,
+    not an enum, so the plan statuses' own schema component keeps its name)."""
+
+
 # From a plans.approvals.ApprovalRequested.
 class ApprovalRequestedSerializer(serializers.Serializer):
     """A plan that waits for a person's approval: nothing is signed yet. Ask
     `POST /v1/plans/{id}/token` (the `Location`) for its token."""
 
     id = serializers.CharField(source="plan.id", help_text="the plan id (ULID)")
-    status = serializers.ChoiceField(
-        source="plan.status", choices=[Plan.Status.PENDING_APPROVAL.value]
-    )
+    status = PendingStatusField(source="plan.status")
     planHash = serializers.CharField(source="plan.hash")
     review = ReviewStepSerializer(many=True, help_text="the steps and rules that asked for review")
     expiresAt = UtcDateTimeField(

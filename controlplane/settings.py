@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "policies",
     "plans",
     "audit",
+    "notify",
 ]
 
 MIDDLEWARE = [
@@ -251,6 +252,22 @@ PLAN_EXPIRY_SWEEP_SECONDS = env.int("PLAN_EXPIRY_SWEEP_SECONDS", default=300)
 # How often the worker numbers and chains the audit records appended since (audit.tasks):
 # the most a record waits before it is sealed and readable by the records API.
 AUDIT_SEAL_SECONDS = env.int("AUDIT_SEAL_SECONDS", default=2)
+
+# E-mail (approvers are notified, notify/). Without EMAIL_URL, e-mails are printed to the
+# process's console (`make run` shows them); production sets EMAIL_URL=smtp+tls://...
+vars().update(
+    {
+        name: value
+        for name, value in env.email_url("EMAIL_URL", default="consolemail://").items()
+        if value not in (None, "")
+    }
+)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="plangate@localhost")
+# A team's approval webhook: attempts per notification (the first included), each attempt's
+# timeout (seconds), and the longest back-off between two attempts (2^n s, capped).
+PLANGATE_WEBHOOK_MAX_ATTEMPTS = env.int("PLANGATE_WEBHOOK_MAX_ATTEMPTS", default=5)
+PLANGATE_WEBHOOK_TIMEOUT = env.float("PLANGATE_WEBHOOK_TIMEOUT", default=5.0)
+PLANGATE_WEBHOOK_MAX_BACKOFF = env.int("PLANGATE_WEBHOOK_MAX_BACKOFF", default=300)
 
 # Celery. Without CELERY_BROKER_URL the broker is a folder under var/: worker, beat and
 # web server on one machine need no outside service. Every folder kombu's filesystem

@@ -1,0 +1,116 @@
+"""Telling approvers that a plan awaits them: one e-mail to the team's approvers and one
+notification to the team's webhook, queued for the worker (``notify.tasks``).
+
+Called once the plan's transaction has committed (``plans.approvals.approval_requested``
+is sent on commit), and never raises: a plan's issuance must not depend on a mail server,
+a webhook receiver or the broker (docs/decisions/0037).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.contrib.admin.utils import quote
+from django.core.mail import send_mail
+from django.urls import reverse
+from django.utils import timezone
+
+from .models import TeamWebhook
+from .selectors import approver_users
+
+logger = logging.getLogger(__name__)
+
+APPROVAL_REQUESTED = "approval_requested"
+
+
+def approval_queue_url(plan: Any) -> str:
+    """The absolute address of ``plan`` in the admin's approval queue."""
+    path = reverse("admin:notify_approvalrequest_change", args=[quote(plan.pk)])
+    return settings.PLANGATE_ISSUER.rstrip("/") + path
+
+
+def approval_payload(plan: Any, *, event: str = APPROVAL_REQUESTED) -> dict[str, Any]:
+    """The webhook's JSON body (README "Approvals" documents it)."""
+    return {
+        "event": event,
+        "plan": {
+            "id": plan.pk,
+            "goal": plan.goal,
+            "user": plan.member.email,
+            "agent": {"id": plan.agent_id, "name": plan.agent.name},
+            "steps": plan.document.get("steps", []),
+            "review": plan.review,
+        },
+        "team": plan.team.slug,
+        "at": timezone.now().isoformat(),
+        "url": approval_queue_url(plan),
+    }
+
+
+@dataclass(frozen=True)
+class NotifyResult:
+    emailed: tuple[str, ...]
+    #: the notification's id (X-Plangate-Delivery), or None when no webhook was queued
+    webhook_delivery: str | None
+
+
+def approvers_notify(*, plan: Any) -> NotifyResult:
+    """E-mail the approvers and queue the webhook for ``plan``. Logs failures, never raises."""
+    emailed = _email_approvers(plan)
+    delivery = _queue_webhook(plan)
+    return NotifyResult(emailed=emailed, webhook_delivery=delivery)
+
+
+def _email_approvers(plan: Any) -> tuple[str, ...]:
+    try:
+        recipients = sorted(set(approver_users(plan).values_list("email", flat=True)))
+        if not recipients:
+            return ()
+        steps = plan.document.get("steps", [])
+        lines = [
+            f"The agent {plan.agent.name} asks to act for {plan.member.email}.",
+            "",
+            f"Goal: {plan.goal}",
+            f"Steps: {', '.join(step['tool'] for step in steps)}",
+            "",
+            f"Approve or deny it: {approval_queue_url(plan)}",
+        ]
+        send_mail(
+            subject=f"[Plangate] Approval needed: {plan.goal[:80]}",
+            message="\n".join(lines),
+            from_email=None,
+            recipient_list=recipients,
+        )
+    except Exception:
+        logger.exception("could not e-mail the approvers of plan %s", plan.pk)
+        return ()
+    return tuple(recipients)
+
+
+def _queue_webhook(plan: Any) -> str | None:
+    from .tasks import deliver_webhook
+
+    try:
+        webhook = TeamWebhook.objects.filter(team_id=plan.team_id, active=True).first()
+        if webhook is None:
+            return None
+        delivery_id = str(uuid.uuid4())
+        deliver_webhook.apply_async(
+            kwargs={
+                "webhook_id": webhook.pk,
+                "delivery_id": delivery_id,
+                "plan_id": plan.pk,
+                "event": APPROVAL_REQUESTED,
+                "payload": approval_payload(plan),
+            },
+        )
+    except Exception:
+        # The broker (or the database) is away: the e-mail went, the plan waits as it
+        # should; the webhook is lost for this plan and the log says so.
+        logger.exception("could not queue the approval webhook of plan %s", plan.pk)
+        return None
+    return delivery_id

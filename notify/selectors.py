@@ -1,0 +1,43 @@
+"""Who may decide on a team's plans, one home for the queue, the e-mail and the checks."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Q, QuerySet
+
+from members.models import email_normalize
+from plans.models import Plan
+
+#: the Django group whose members decide on plans (created by notify's data migration)
+APPROVERS = "Approvers"
+#: the permission the approval queue's Approve and Deny need (docs/decisions/0037)
+DECIDE_PERMISSION = "notify.decide_approval"
+_DECIDERS_BY_GROUP = ["Approvers", "Team admins"]
+
+
+def approver_users(plan: Plan) -> QuerySet:
+    """The people told that ``plan`` awaits approval: active staff of the plan's team who
+    are Approvers or Team admins, with an e-mail address, except the person the plan acts
+    for (nobody decides on their own plan)."""
+    users = (
+        get_user_model()
+        ._default_manager.filter(
+            is_active=True,
+            is_staff=True,
+            plangate_teams=plan.team_id,
+            groups__name__in=_DECIDERS_BY_GROUP,
+        )
+        .exclude(email="")
+    )
+    return users.exclude(email__iexact=email_normalize(plan.member.email)).distinct()
+
+
+def is_plans_own_member(user: AbstractBaseUser | AnonymousUser, plan: Plan) -> bool:
+    """Whether ``user`` is the person ``plan`` acts for (same e-mail, in any case)."""
+    email = getattr(user, "email", "") or ""
+    return bool(email) and email_normalize(email) == email_normalize(plan.member.email)
+
+
+def teams_condition(team_ids: list[int] | None) -> Q:
+    return Q() if team_ids is None else Q(team_id__in=team_ids)

@@ -15,7 +15,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseRedirect
+from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
@@ -159,7 +160,10 @@ class ApprovalQueueAdmin(ReadOnlyPermissions, PlangateModelAdmin):
             self.message_user(request, f"{verb} {len(decided)} plan(s): {', '.join(decided)}.")
         for refusal in refused:
             self.message_user(request, f"Not decided: {refusal}", messages.ERROR)
-        return redirect_after_action(request)
+        if refused:
+            return redirect_after_action(request)
+        # A decided plan has left the queue: its page here is gone, so back to the queue.
+        return HttpResponseRedirect(reverse("admin:notify_approvalrequest_changelist"))
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         plan = self.get_object(request, unquote(object_id))

@@ -75,6 +75,20 @@ class MemberEmailFilter(TextInputFilter):
         return queryset.filter(member__email=value) if value else queryset
 
 
+class ApprovedByFilter(TextInputFilter):
+    """ "Which plans did april@acme.dev approve": the person who approved, in any case."""
+
+    title = "approved by"
+    parameter_name = "approved_by"
+    placeholder = "april@example.com"
+
+    def queryset(self, request, queryset):
+        value = (self.value() or "").strip()
+        if not value:
+            return queryset
+        return queryset.filter(approval=Plan.Approval.APPROVED, approval_by__iexact=value)
+
+
 class PlannedToolFilter(SuggestedToolFilter):
     """ "Which plans included github_delete_repo": a step calls exactly this tool."""
 
@@ -109,6 +123,7 @@ class PlanAdmin(ExportMixin, ReadOnlyAdmin):
         "status",
         ("agent", admin.RelatedOnlyFieldListFilter),
         MemberEmailFilter,
+        ApprovedByFilter,
         PlannedToolFilter,
         ("created_at", admin.DateFieldListFilter),
     ]

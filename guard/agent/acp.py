@@ -14,7 +14,10 @@ Writing. The guard tells the agent's user how the declared plan progresses as
 
 Entries: readable content (tool and pinned arguments), priority ``high`` for required steps
 and ``medium`` for the others, status ``pending`` -> ``in_progress`` (a call was allowed) ->
-``completed`` (a call returned), or ``cancelled`` when the plan is revoked or blocked.
+``completed`` (a call returned), or ``cancelled`` when the plan is revoked or blocked. A
+plan a person must approve first shows every step as ``_awaiting_approval`` (a custom
+status; v1, which has none, gets ``pending`` with its content prefixed ``[awaiting
+approval]``), then ``pending`` once approved.
 
 Reading. `read_plan_update` accepts any message and never raises: items, markdown and file
 plans, ``plan_removed``, the v1 ``plan`` form, custom ``_``-prefixed content types,
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypedDict
 
 __all__ = [
+    "AWAITING_APPROVAL",
     "CANCELLED",
     "COMPLETED",
     "IN_PROGRESS",
@@ -47,6 +51,9 @@ PENDING: Final = "pending"
 IN_PROGRESS: Final = "in_progress"
 COMPLETED: Final = "completed"
 CANCELLED: Final = "cancelled"
+# A custom status (ACP reserves ``_``-prefixed values for implementations): the step waits
+# for a person to approve the plan; it becomes ``pending`` once approved.
+AWAITING_APPROVAL: Final = "_awaiting_approval"
 
 METHOD: Final = "session/update"
 META_KEY: Final = "plangate"
@@ -113,6 +120,11 @@ def plan_update_params(
             content = f"[cancelled] {content}"
             meta["status"] = CANCELLED
             status = COMPLETED
+        elif not plan_updates and status == AWAITING_APPROVAL:
+            # v1 allows no custom status: the step has not started, which is `pending`.
+            content = f"[awaiting approval] {content}"
+            meta["status"] = AWAITING_APPROVAL
+            status = PENDING
         entries.append(
             {
                 "content": content,

@@ -45,8 +45,14 @@ class AnswerVerifier:
         document: dict[str, Any],
         document_hash: str,
         expected_id: str | None = None,
+        *,
+        approved: bool = False,
     ) -> tuple[str, VerifiedToken]:
         """Verify a declare/refresh answer: a valid token for exactly the plan we sent.
+
+        With `approved` (the token of a plan a person was asked to approve) the token must
+        also carry ``apr``, which `IntentClaims` has already bound to the token's ``ph``
+        (and so to the plan sent): an ``apr`` for another hash is ``token_invalid``.
 
         Returns the plan id and the token. Raises GuardError ``token_invalid``,
         ``plan_swapped``, or ``control_plane_unavailable`` when the signing keys cannot be
@@ -79,6 +85,10 @@ class AnswerVerifier:
             raise GuardError(PLAN_SWAPPED, "the token carries another plan than the one sent")
         if claims.jti != plan_id or (expected_id is not None and plan_id != expected_id):
             raise GuardError(PLAN_SWAPPED, "the token is for another plan")
+        if approved and claims.apr is None:
+            raise GuardError(
+                TOKEN_INVALID, "the token of a plan awaiting approval carries no approval (apr)"
+            )
         user = document["user"].strip().casefold()
         if claims.sub.casefold() != user:
             raise GuardError(PLAN_SWAPPED, "the token acts for another person than the plan")

@@ -6,15 +6,28 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from guard.agent import acp
 from guard.agent.reporter import DecisionReporter
-from guard.agent.session import PlanState
 
-__all__ = ["PlanDisplay"]
+__all__ = ["PlanDisplay", "ShownPlan"]
 
 logger = logging.getLogger(__name__)
+
+
+class ShownPlan(Protocol):
+    """What the display reads of a plan: a declared one (`PlanState`) or one awaiting a
+    person's approval (`AwaitingPlan`)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def document(self) -> dict[str, Any]: ...
+
+    @property
+    def statuses(self) -> list[str]: ...
 
 
 class PlanDisplay:
@@ -48,7 +61,7 @@ class PlanDisplay:
         self._sequence = 0
         self._emitted_sequence = 0
 
-    def publish(self, plan: PlanState, *, removed: bool = False) -> None:
+    def publish(self, plan: ShownPlan, *, removed: bool = False) -> None:
         """Show the plan's current state (or its removal) to the user, newest first wins."""
         if self._sink is None and not self._report_updates:
             return

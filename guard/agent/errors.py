@@ -8,12 +8,16 @@ if TYPE_CHECKING:
     from guard.agent.session import CallDecision
 
 __all__ = [
+    "APPROVAL_DENIED",
+    "APPROVAL_EXPIRED",
+    "APPROVAL_PENDING",
     "CONTROL_PLANE_UNAVAILABLE",
     "DECLARE_AFTER_OUTPUT",
     "GUARD_CLOSED",
     "INVALID_PLAN",
     "PLAN_SWAPPED",
     "TOKEN_INVALID",
+    "ApprovalError",
     "CallBlocked",
     "GuardError",
 ]
@@ -26,6 +30,12 @@ TOKEN_INVALID: Final = "token_invalid"  # noqa: S105 - an error code
 PLAN_SWAPPED: Final = "plan_swapped"
 CONTROL_PLANE_UNAVAILABLE: Final = "control_plane_unavailable"
 GUARD_CLOSED: Final = "guard_closed"
+# A plan a policy's review rule sent to a person: still waiting when the wait's bound
+# passed, refused by the approver, or nobody decided within the team's approval window.
+# The same codes as the control plane's problems for POST /v1/plans/{id}/token.
+APPROVAL_PENDING: Final = "approval_pending"
+APPROVAL_DENIED: Final = "approval_denied"
+APPROVAL_EXPIRED: Final = "approval_expired"
 
 
 class GuardError(Exception):
@@ -48,3 +58,19 @@ class CallBlocked(GuardError):
     def __init__(self, decision: CallDecision) -> None:
         self.decision = decision
         super().__init__(decision.code.value, decision.reason)
+
+
+class ApprovalError(GuardError):
+    """Declaring a plan that needs a person's approval did not end with a token: `code` is
+    ``approval_pending`` (the plan stays pending: `Guard.declare` of the same plan or
+    `Guard.poll_approval` picks it up), ``approval_denied`` (`message` carries the
+    approver's reason) or ``approval_expired``. `plan_id` is the plan the control plane
+    stored; `review` lists the steps and rules that asked for approval, as the control
+    plane sent them."""
+
+    def __init__(
+        self, code: str, message: str, *, plan_id: str, review: list[dict[str, Any]]
+    ) -> None:
+        super().__init__(code, message)
+        self.plan_id = plan_id
+        self.review = review

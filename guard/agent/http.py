@@ -153,11 +153,20 @@ class ControlPlaneClient:
         return data
 
     def declare(self, plan: Mapping[str, Any], *, ttl: int | None = None) -> dict[str, Any]:
-        """POST /v1/plans: ``{id, token, planHash, expiresAt, policy, reportArguments}``."""
+        """POST /v1/plans: ``{id, token, planHash, expiresAt, policy, reportArguments}``
+        (201), or, for a plan a policy's ``review`` rule sends to a person, ``{id, status:
+        "pending_approval", review}`` (202, no token yet: see `approval_token`)."""
         body: dict[str, Any] = {"plan": plan}
         if ttl is not None:
             body["ttl"] = ttl
-        return self._json("POST", "/v1/plans", body, 201)
+        return self._json("POST", "/v1/plans", body, (201, 202))
+
+    def approval_token(self, plan_id: str) -> dict[str, Any]:
+        """POST /v1/plans/{id}/token (no body): the same answer as a 201 declaration once a
+        person approved the plan. Raises ControlPlaneError ``approval_pending`` (409, with
+        its ``Retry-After``), ``approval_denied`` (403, the approver's reason as detail) or
+        ``approval_expired`` (410)."""
+        return self._json("POST", f"/v1/plans/{plan_id}/token", None, 200)
 
     def refresh(self, plan_id: str, token: str, *, ttl: int | None = None) -> dict[str, Any]:
         """POST /v1/plans/{id}/refresh: the same shape as `declare`."""

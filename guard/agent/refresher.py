@@ -39,6 +39,9 @@ REFRESH_REFUSALS: Final = {
     "unknown_user": Decision.USER_DISABLED,  # the member left the team
     "agent_disabled": Decision.AGENT_DISABLED,
     "policy_denied": Decision.POLICY_DENIED,
+    # The policy now sends a step to a person that the plan's approval did not cover: the
+    # plan cannot go on under this token; declaring it again asks for a new approval.
+    "approval_required": Decision.POLICY_DENIED,
 }
 MAX_RETRY_DELAY: Final = 60.0
 # Once the token has expired (or its key was withdrawn) every call is blocked, so a failed

@@ -47,6 +47,8 @@ class AuditRecord(models.Model):
         APPROVAL_REQUESTED = "approval_requested", "approval requested"
         APPROVAL_DECIDED = "approval_decided", "approval decided"
         APPROVAL_EXPIRED = "approval_expired", "approval expired"
+        #: approvers were told (an e-mail, a webhook attempt): appended by notify/
+        APPROVAL_NOTIFIED = "approval_notified", "approvers notified"
 
     team = models.ForeignKey("members.Team", on_delete=models.PROTECT, related_name="+")
     at = models.DateTimeField(default=timezone.now)

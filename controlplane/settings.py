@@ -249,6 +249,9 @@ KEY_ROTATION_SECONDS = env.int("KEY_ROTATION_SECONDS", default=86400)
 # How often beat asks whether a rotation is due (see plans.keys.rotation_period).
 KEY_ROTATION_CHECK_SECONDS = env.int("KEY_ROTATION_CHECK_SECONDS", default=300)
 PLAN_EXPIRY_SWEEP_SECONDS = env.int("PLAN_EXPIRY_SWEEP_SECONDS", default=300)
+# How often requests for approval past their team's window are marked expired (and
+# recorded); the token endpoint also expires one it is asked about, whatever this says.
+APPROVAL_EXPIRY_SWEEP_SECONDS = env.int("APPROVAL_EXPIRY_SWEEP_SECONDS", default=60)
 # How often the worker numbers and chains the audit records appended since (audit.tasks):
 # the most a record waits before it is sealed and readable by the records API.
 AUDIT_SEAL_SECONDS = env.int("AUDIT_SEAL_SECONDS", default=2)
@@ -310,6 +313,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "plans.tasks.expire_plans",
         "schedule": PLAN_EXPIRY_SWEEP_SECONDS,
         "options": {"expires": max(1, PLAN_EXPIRY_SWEEP_SECONDS)},
+    },
+    "expire-approvals": {
+        "task": "plans.tasks.expire_approvals",
+        "schedule": max(1, APPROVAL_EXPIRY_SWEEP_SECONDS),
+        "options": {"expires": max(1, APPROVAL_EXPIRY_SWEEP_SECONDS)},
     },
     "seal-audit-records": {
         "task": "audit.tasks.seal_audit_records",

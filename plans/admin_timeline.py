@@ -41,6 +41,10 @@ TAIL = 100
 # a token before the calls it allows, the end last.
 _RANK = {
     "issued": 0,
+    AuditRecord.Kind.APPROVAL_REQUESTED: 0,
+    AuditRecord.Kind.APPROVAL_NOTIFIED: 0,
+    AuditRecord.Kind.APPROVAL_DECIDED: 0,
+    AuditRecord.Kind.APPROVAL_EXPIRED: 0,
     "token": 1,
     "refresh_refused": 2,
     "decision": 3,
@@ -190,6 +194,8 @@ def _record_entry(record: AuditRecord) -> TimelineEntry:
         if record.policy_version is not None
         else ""
     )
+    if record.kind in _APPROVAL_LABELS:
+        return _approval_entry(record, details)
     refused = record.kind == AuditRecord.Kind.REFRESH_REFUSED
     return TimelineEntry(
         at=record.at,
@@ -198,6 +204,41 @@ def _record_entry(record: AuditRecord) -> TimelineEntry:
         badge="bad",
         row_id=record.pk,
         html=format_html("<code>{}</code>{}{}", record.code or "—", version, details),
+    )
+
+
+_APPROVAL_LABELS: dict[str, str] = {
+    AuditRecord.Kind.APPROVAL_REQUESTED: "approval requested",
+    AuditRecord.Kind.APPROVAL_NOTIFIED: "approvers notified",
+    AuditRecord.Kind.APPROVAL_DECIDED: "approval decided",
+    AuditRecord.Kind.APPROVAL_EXPIRED: "approval expired",
+}
+
+
+def _approval_entry(record: AuditRecord, details: SafeString | str) -> TimelineEntry:
+    """A request for approval, a notification, a person's decision or the request's
+    expiry (plans.approvals): who decided, and why, are in the record's details."""
+    what = record.details or {}
+    if record.kind == AuditRecord.Kind.APPROVAL_DECIDED:
+        summary = format_html(
+            "{} by {}{}",
+            what.get("decision", ""),
+            what.get("by", "") or record.actor,
+            format_html(" · reason: {}", what["reason"]) if what.get("reason") else "",
+        )
+        badge = "ok" if what.get("decision") == "approved" else "bad"
+    elif record.kind == AuditRecord.Kind.APPROVAL_REQUESTED:
+        steps = ", ".join(f"step {entry['step'] + 1}" for entry in what.get("review", []))
+        summary, badge = format_html("review of {}", steps or "the plan"), "muted"
+    else:
+        summary, badge = format_html("{}", record.actor), "muted"
+    return TimelineEntry(
+        at=record.at,
+        kind=record.kind,
+        label=_APPROVAL_LABELS[record.kind],
+        badge=badge,
+        row_id=record.pk,
+        html=format_html("{}{}", summary, details),
     )
 
 
@@ -229,7 +270,8 @@ def _plan_entries(plan: Plan, now: datetime) -> list[TimelineEntry]:
         TimelineEntry(
             at=plan.created_at,
             kind="issued",
-            label="plan issued",
+            # A plan sent for approval is declared here; its token comes once approved.
+            label="plan declared" if plan.approval else "plan issued",
             badge="ok",
             html=format_html(
                 'for {} · agent {} · checked against policy <a href="{}">{} v{}</a>',
@@ -303,7 +345,11 @@ def _sources(plan: Plan) -> dict[str, _Source]:
     records = AuditRecord.objects.filter(
         team_id=plan.team_id,
         plan_id=plan.pk,
-        kind__in=[AuditRecord.Kind.REFRESH_REFUSED, AuditRecord.Kind.DECISIONS_LOST],
+        kind__in=[
+            AuditRecord.Kind.REFRESH_REFUSED,
+            AuditRecord.Kind.DECISIONS_LOST,
+            *_APPROVAL_LABELS,
+        ],
     )
     updates = PlanDisplayUpdate.objects.filter(plan=plan).annotate(
         at=Coalesce("occurred_at", "received_at")

@@ -66,16 +66,33 @@ _PLAN_ID: Final = re.compile(r"[0-9A-Za-z]{1,26}")
 POLLS_PER_BOUND: Final = 2
 
 
-# The decision codes `code` may carry (the guard's, guard.decisions).
+# A plan a review rule sent to a person has no token until approved: while it waits its
+# calls get approval_pending, and a denied or expired request stops it for good (the
+# token endpoint's codes, plans.approval_tokens).
+_APPROVAL_STOPS: Final[dict[str, tuple[str, str]]] = {
+    Plan.Status.PENDING_APPROVAL: (Code.APPROVAL_PENDING.value, "the plan awaits approval"),
+    Plan.Status.APPROVAL_DENIED: (Code.APPROVAL_DENIED.value, "a person denied the plan"),
+    Plan.Status.APPROVAL_EXPIRED: (
+        Code.APPROVAL_EXPIRED.value,
+        "nobody decided on the plan within the team's approval window",
+    ),
+}
+
+# The decision codes `code` may carry (the guard's, guard.decisions, and the approvals').
 FEED_STOP_CODES: Final = frozenset(
-    code.value
-    for code in (
-        Decision.PLAN_REVOKED,
-        Decision.PLAN_EXPIRED,
-        Decision.AGENT_DISABLED,
-        Decision.USER_DISABLED,
-        Decision.TOKEN_INVALID,
-    )
+    [
+        *(
+            code.value
+            for code in (
+                Decision.PLAN_REVOKED,
+                Decision.PLAN_EXPIRED,
+                Decision.AGENT_DISABLED,
+                Decision.USER_DISABLED,
+                Decision.TOKEN_INVALID,
+            )
+        ),
+        *(code for code, _ in _APPROVAL_STOPS.values()),
+    ]
 )
 
 
@@ -88,7 +105,8 @@ def poll_interval(bound_seconds: int) -> float:
 class PlanStatus:
     """What the feed tells a guard about its plan. `code` is the decision every later call
     gets (``plan_revoked``, ``plan_expired``, ``user_disabled``, ``agent_disabled``,
-    ``token_invalid``), None while the plan may go on."""
+    ``token_invalid``, and ``approval_pending`` / ``approval_denied`` / ``approval_expired``
+    for a plan a review rule sent to a person), None while the plan may go on."""
 
     plan_id: str
     status: str
@@ -128,6 +146,8 @@ def _stop(
         return Decision.PLAN_REVOKED.value, "the plan was revoked"
     if status == Plan.Status.EXPIRED or past_lifetime:
         return Decision.PLAN_EXPIRED.value, "the plan is past its absolute lifetime"
+    if status in _APPROVAL_STOPS:
+        return _APPROVAL_STOPS[status]
     if not agent_active:
         return Decision.AGENT_DISABLED.value, "the agent is disabled"
     if not member_active:

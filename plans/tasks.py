@@ -14,6 +14,7 @@ from django.db import DatabaseError
 from audit.doors import AuditedTask
 from kernel.ratelimit import rate_limit_windows_purge
 
+from .approvals import plans_approval_expire
 from .keys import EncryptionKeyError, signing_key_rotate
 from .models import SigningKey
 from .services import plans_expire
@@ -75,4 +76,19 @@ def expire_plans() -> int:
         raise
     if count:
         logger.info("marked %d plan(s) expired", count)
+    return count
+
+
+@shared_task(
+    base=AuditedTask, name="plans.tasks.expire_approvals", soft_time_limit=60, time_limit=90
+)
+def expire_approvals() -> int:
+    """Mark requests for approval that nobody decided within their window as expired."""
+    try:
+        count = plans_approval_expire()
+    except Exception:
+        logger.exception("marking expired requests for approval failed")
+        raise
+    if count:
+        logger.info("marked %d request(s) for approval expired", count)
     return count

@@ -110,7 +110,7 @@ group_names = st.sampled_from(["oncall", "platform", "security"])
 @st.composite
 def rules(draw: st.DrawFn) -> dict[str, Any]:
     rule: dict[str, Any] = {
-        "effect": draw(st.sampled_from(["allow", "deny"])),
+        "effect": draw(st.sampled_from(["allow", "deny", "review"])),
         "tools": draw(st.lists(tool_globs, min_size=1, max_size=3)),
     }
     if draw(st.booleans()):

@@ -424,7 +424,8 @@ def reference_decision(
         if effect == "deny":
             return False, index
     for index, effect in concerned:
-        if effect == "allow":
+        # A review rule admits a call like an allow: the token exists once approved.
+        if effect in ("allow", "review"):
             return True, index
     return document["default"] == "allow", None
 

@@ -94,26 +94,33 @@ def test_a_failing_webhook_and_mail_server_do_not_stop_the_plan_from_waiting(
     assert WebhookDelivery.objects.filter(plan_id=plan.pk).count() == 2
 
 
+def _fresh_broker_connections(app) -> None:
+    """Forget the app's broker pools, so the next publish uses the broker URL now set
+    (kombu keeps one pool per broker URL; none is closed, the original one is reused)."""
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
 def test_a_broker_that_is_away_at_enqueue_is_logged_not_raised(
-    team, review_agent, approver, settings, caplog, django_capture_on_commit_callbacks
+    team, review_agent, approver, caplog, django_capture_on_commit_callbacks
 ):
     from controlplane.celery import app
 
     team_webhook_save(team=team, url="https://hooks.example.test/a", secret=SECRET)
-    previous = app.conf.broker_url, app.conf.broker_connection_retry_on_startup
-    app.conf.broker_url = "redis://127.0.0.1:9/0"
-    app.conf.broker_transport_options = {"max_retries": 0}
-    app.pool.force_close_all()
+    previous = app.conf.broker_write_url, app.conf.task_publish_retry
+    # Nothing listens on port 9; no publish retries, so the failure comes at once.
+    app.conf.broker_write_url, app.conf.task_publish_retry = "redis://127.0.0.1:9/0", False
+    _fresh_broker_connections(app)
     try:
         with django_capture_on_commit_callbacks(execute=True):
             plan = request_approval(review_agent)
     finally:
-        app.conf.broker_url = previous[0]
-        app.conf.broker_transport_options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
-        app.pool.force_close_all()
+        app.conf.broker_write_url, app.conf.task_publish_retry = previous
+        _fresh_broker_connections(app)
 
     assert Plan.objects.get(pk=plan.pk).status == Plan.Status.PENDING_APPROVAL
     assert f"could not queue the approval webhook of plan {plan.pk}" in caplog.text
+    assert "Connection refused" in caplog.text or "Error 111" in caplog.text
 
 
 def test_no_mail_is_sent_when_the_team_has_no_approver_with_an_email(

@@ -82,12 +82,20 @@ class RevocationBoundField(forms.IntegerField):
     """The team's bound: left out or empty, it is the default (a form that predates the
     setting, say), never a missing value."""
 
+    default = REVOCATION_BOUND_DEFAULT
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**{**kwargs, "required": False})
 
     def clean(self, value):
         cleaned = super().clean(value)
-        return REVOCATION_BOUND_DEFAULT if cleaned is None else cleaned
+        return self.default if cleaned is None else cleaned
+
+
+class ApprovalWindowField(RevocationBoundField):
+    """The team's approval window: left out or empty, it is the default, as the bound."""
+
+    default = Team._meta.get_field("approval_window_seconds").get_default()
 
 
 @admin.register(Team)
@@ -101,6 +109,7 @@ class TeamAdmin(RecordedChangesAdmin, PlangateModelAdmin):
         "slug",
         "log_call_arguments",
         "revocation_bound_seconds",
+        "approval_window_seconds",
         "staff",
         "created_at",
     ]
@@ -128,6 +137,8 @@ class TeamAdmin(RecordedChangesAdmin, PlangateModelAdmin):
     def formfield_for_dbfield(self, db_field, request, **kwargs):
         if db_field.name == "revocation_bound_seconds":
             kwargs["form_class"] = RevocationBoundField
+        if db_field.name == "approval_window_seconds":
+            kwargs["form_class"] = ApprovalWindowField
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     def formfield_for_manytomany(self, db_field, request, **kwargs):

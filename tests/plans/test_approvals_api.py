@@ -148,3 +148,41 @@ def test_another_agents_plan_is_not_found(agent, other_agent, review_policy):
     plan_id = declare_reviewed(agent).json()["id"]
 
     assert_problem(ask_token(other_agent, plan_id), 404, Code.PLAN_NOT_FOUND)
+
+
+def test_the_teams_window_sets_the_deadline_and_the_plan_shows_where_it_stands(
+    agent, team, review_policy
+):
+    team.approval_window_seconds = 120
+    team.save(update_fields=["approval_window_seconds"])
+
+    body = declare_reviewed(agent).json()
+
+    plan = Plan.objects.get(pk=body["id"])
+    assert plan.approval_deadline == plan.created_at + timedelta(seconds=120)
+    detail = agent.client.get(f"/v1/plans/{body['id']}").json()
+    assert detail["status"] == "pending_approval"
+    assert detail["approval"]["state"] == "pending"
+    assert detail["approval"]["review"] == body["review"]
+    assert detail["approval"]["expiresAt"] == body["expiresAt"]
+    assert (detail["approval"]["decidedBy"], detail["approval"]["reason"]) == (None, None)
+    assert detail["tokens"] == []
+
+
+def test_the_schema_documents_the_202_and_the_token_endpoint(anonymous_client):
+    schema = anonymous_client.get("/v1/schema", HTTP_ACCEPT="application/json").json()
+
+    declare = schema["paths"]["/v1/plans"]["post"]["responses"]
+    assert declare["202"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ApprovalRequested"
+    }
+    token = schema["paths"]["/v1/plans/{plan_id}/token"]["post"]
+    assert {"200", "403", "404", "409", "410"} <= set(token["responses"])
+    assert "approval_pending" in token["description"]
+    detail = schema["components"]["schemas"]["PlanDetail"]["properties"]
+    assert "approval" in detail
+    assert set(schema["components"]["schemas"]["StatusEnum"]["enum"]) >= {
+        "pending_approval",
+        "approval_denied",
+        "approval_expired",
+    }

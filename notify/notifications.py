@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from .models import TeamWebhook
+from .records import approval_notified_record
 from .selectors import approver_users
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ def _email_approvers(plan: Any) -> tuple[str, ...]:
             from_email=None,
             recipient_list=recipients,
         )
+        approval_notified_record(plan=plan, details={"channel": "email", "to": recipients})
     except Exception:
         logger.exception("could not e-mail the approvers of plan %s", plan.pk)
         return ()

@@ -10,7 +10,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -24,8 +24,10 @@ from guard.errors import FieldError
 from kernel.problems import Code, DomainError
 from members.models import Team
 from plans.keys.encryption import EncryptionKeyError, encryption_keys
+from plans.models import Plan
 
 from .models import TeamWebhook, WebhookDelivery
+from .records import approval_notified_record
 from .signing import (
     DELIVERY_HEADER,
     EVENT_HEADER,
@@ -170,6 +172,35 @@ def webhook_attempt(
     if not delivered and attempt < settings.PLANGATE_WEBHOOK_MAX_ATTEMPTS:
         retry_in = backoff_seconds(attempt)
     now = timezone.now()
+    with transaction.atomic():
+        delivery = _attempt_store(
+            webhook, delivery_id, plan_id, event, attempt, now, retry_in, status_code, error
+        )
+    if not delivered:
+        logger.warning(
+            "approval webhook of team %s, plan %s, attempt %d failed: %s%s",
+            webhook.team_id,
+            plan_id,
+            attempt,
+            error,
+            f"; next attempt in {retry_in} s" if retry_in is not None else "; giving up",
+        )
+    return AttemptResult(delivery=delivery, retry_in=retry_in)
+
+
+def _attempt_store(
+    webhook: TeamWebhook,
+    delivery_id: str,
+    plan_id: str,
+    event: str,
+    attempt: int,
+    now: datetime,
+    retry_in: int | None,
+    status_code: int | None,
+    error: str,
+) -> WebhookDelivery:
+    """The attempt's row; and, once the notification is delivered or given up on, its
+    ``approval_notified`` record in the plan's audit trail (in the same transaction)."""
     delivery = WebhookDelivery.objects.create(
         webhook=webhook,
         delivery_id=uuid.UUID(str(delivery_id)),
@@ -181,13 +212,24 @@ def webhook_attempt(
         sent_at=now,
         next_retry_at=now + timedelta(seconds=retry_in) if retry_in is not None else None,
     )
-    if not delivered:
-        logger.warning(
-            "approval webhook of team %s, plan %s, attempt %d failed: %s%s",
-            webhook.team_id,
-            plan_id,
-            attempt,
-            error,
-            f"; next attempt in {retry_in} s" if retry_in is not None else "; giving up",
+    if retry_in is None:
+        plan = (
+            Plan.objects.select_related("agent", "member", "policy_version__policy")
+            .filter(pk=plan_id)
+            .first()
         )
-    return AttemptResult(delivery=delivery, retry_in=retry_in)
+        if plan is not None:
+            approval_notified_record(
+                plan=plan,
+                at=now,
+                details={
+                    "channel": "webhook",
+                    "url": webhook.url,
+                    "delivery": str(delivery_id),
+                    "attempts": attempt,
+                    "delivered": delivery.succeeded,
+                    "status": status_code,
+                    "error": delivery.error,
+                },
+            )
+    return delivery

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
+from audit.models import AuditRecord
 from notify.models import WebhookDelivery
 from notify.webhooks import team_webhook_save
 from plans.models import Plan
@@ -39,6 +40,13 @@ def test_the_teams_approvers_are_emailed_except_the_plans_own_member(
     assert "Deploy the fix" in mail.subject
     assert "alice@acme.dev" in mail.body
     assert f"/admin/notify/approvalrequest/{plan.pk}/change/" in mail.body
+    (record,) = AuditRecord.objects.filter(kind=AuditRecord.Kind.APPROVAL_NOTIFIED)
+    assert (record.plan_id, record.user, record.team_id) == (
+        plan.pk,
+        "alice@acme.dev",
+        plan.team_id,
+    )
+    assert record.details == {"channel": "email", "to": ["april@acme.dev", "tessa@acme.dev"]}
 
 
 def test_nothing_is_sent_before_the_plan_is_committed(

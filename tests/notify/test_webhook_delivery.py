@@ -9,6 +9,7 @@ import uuid
 import pytest
 from django.db import connection
 
+from audit.models import AuditRecord
 from notify.models import TeamWebhook, WebhookDelivery
 from notify.notifications import APPROVAL_REQUESTED, approval_payload
 from notify.signing import (
@@ -106,6 +107,19 @@ def test_a_receiver_that_fails_twice_gets_three_attempts_each_recorded(
     # The same body every time; each attempt signed with its own timestamp.
     assert len({request.body for request in receiver.received}) == 1
     assert len(receiver.received) == 3
+    # One record in the plan's trail once the notification is through, by the task.
+    (record,) = AuditRecord.objects.filter(kind=AuditRecord.Kind.APPROVAL_NOTIFIED)
+    assert record.plan_id == pending_plan.pk
+    assert record.actor == "celery notify.tasks.deliver_webhook"
+    assert record.details == {
+        "channel": "webhook",
+        "url": receiver.url,
+        "delivery": delivery_id,
+        "attempts": 3,
+        "delivered": True,
+        "status": 200,
+        "error": "",
+    }
 
 
 def test_delivery_gives_up_after_the_configured_attempts(team, pending_plan, receiver, settings):
@@ -119,6 +133,9 @@ def test_delivery_gives_up_after_the_configured_attempts(team, pending_plan, rec
     assert [row.attempt for row in rows] == [1, 2, 3]
     assert rows[-1].next_retry_at is None
     assert len(receiver.received) == 3
+    (record,) = AuditRecord.objects.filter(kind=AuditRecord.Kind.APPROVAL_NOTIFIED)
+    assert (record.details["delivered"], record.details["attempts"]) == (False, 3)
+    assert record.details["error"] == "answered 500"
 
 
 def test_an_unreachable_receiver_is_recorded_as_an_error(team, pending_plan, receiver, settings):

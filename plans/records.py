@@ -159,11 +159,12 @@ def _instant(value: datetime) -> int:
 def plan_issued_record(
     *, plan: Plan, kid: str, issued_at: datetime, expires_at: datetime, ttl: int
 ) -> AuditRecord:
-    """Appended in the transaction that saves the plan and its first token."""
+    """Appended in the transaction that saves the plan's first token: with the plan, or,
+    for a plan a person approved, when its token is signed."""
     return record_append(
         **_agent_fields(plan.agent),
         kind=AuditRecord.Kind.PLAN_ISSUED,
-        at=plan.created_at,
+        at=plan.created_at if not plan.approval else issued_at,
         user=plan.member.email,
         plan_id=plan.id,
         plan_hash=plan.hash,

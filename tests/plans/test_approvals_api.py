@@ -6,10 +6,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from audit.models import AuditRecord
 from kernel.problems import Code
+from plans.admin_timeline import plan_timeline
 from plans.approvals import plan_approval_decide, plans_approval_expire
 from plans.models import Plan, PlanToken
 from policies.services import policy_set
@@ -186,3 +188,38 @@ def test_the_schema_documents_the_202_and_the_token_endpoint(anonymous_client):
         "approval_denied",
         "approval_expired",
     }
+
+
+def test_the_status_feed_stops_calls_of_a_plan_until_it_is_approved(agent, team, review_policy):
+    plan_id = declare_reviewed(agent).json()["id"]
+
+    def feed_code():
+        response = Client().get(
+            f"/v1/plans/{plan_id}/status", HTTP_AUTHORIZATION=f"Bearer {agent.api_key}"
+        )
+        assert response.status_code == 200, response.content
+        return response.json()["status"], response.json()["code"]
+
+    assert feed_code() == ("pending_approval", Code.APPROVAL_PENDING)
+    plan_approval_decide(
+        plan=Plan.objects.get(pk=plan_id), by_user=approver_for(team), approve=True
+    )
+    assert feed_code() == ("active", None)
+
+
+def test_the_plans_timeline_shows_the_request_and_the_decision(agent, team, review_policy):
+    plan_id = declare_reviewed(agent).json()["id"]
+    plan_approval_decide(
+        plan=Plan.objects.get(pk=plan_id),
+        by_user=approver_for(team),
+        approve=False,
+        reason="not to outsiders",
+    )
+
+    timeline = plan_timeline(Plan.objects.get(pk=plan_id))
+
+    entries = [(entry.label, str(entry.html)) for entry in timeline.head + timeline.tail]
+    labels = [label for label, _ in entries]
+    assert labels == ["plan declared", "approval requested", "approval decided"]
+    assert "review of step 2" in entries[1][1]
+    assert "denied by carol@acme.dev" in entries[2][1] and "not to outsiders" in entries[2][1]

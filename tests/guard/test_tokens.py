@@ -672,3 +672,22 @@ def test_a_mutated_token_only_ever_raises_token_invalid(token: str) -> None:
     # verify; base64url has exactly one spelling of each signature.
     assert token == sign()
     assert claims_seen == claims()
+
+
+# --- apr: the approval a token carries -----------------------------------------------------
+
+
+def test_a_signed_apr_for_the_tokens_own_plan_hash_verifies():
+    apr = {"by": "carol@acme.dev", "at": NOW - 5, "ph": plan_hash(PLAN)}
+
+    verified = verify_intent_token(sign(claims(apr=apr)), KEYS, issuer=ISSUER, now=NOW)
+
+    assert verified.apr is not None and verified.apr.to_payload() == apr
+
+
+def test_a_signed_apr_for_another_plan_hash_is_refused_by_every_verification():
+    token = sign(claims(apr={"by": "carol@acme.dev", "at": NOW - 5, "ph": "0" * 64}))
+
+    with pytest.raises(TokenInvalid, match="apr covers another plan hash"):
+        verify_intent_token(token, KEYS, issuer=ISSUER, now=NOW)
+    assert "apr" in reason(token)

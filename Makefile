@@ -38,7 +38,7 @@ bench: $(READY)
 lint: $(READY)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy guard members policies plans audit kernel controlplane
+	$(BIN)/mypy guard members policies plans audit kernel notify controlplane
 
 format: $(READY)
 	$(BIN)/ruff format .

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from members.models import email_normalize
 from plans.models import Plan
 
-#: the Django group whose members decide on plans (created by notify's data migration)
-APPROVERS = "Approvers"
 #: the permission the approval queue's Approve and Deny need (docs/decisions/0037)
 DECIDE_PERMISSION = "notify.decide_approval"
-_DECIDERS_BY_GROUP = ["Approvers", "Team admins"]
+#: the groups told about a waiting plan: those holding DECIDE_PERMISSION (the data
+#: migration 0002_approvers_group grants it to exactly these)
+DECIDER_GROUPS = ("Approvers", "Team admins")
 
 
 def approver_users(plan: Plan) -> QuerySet:
@@ -26,7 +26,7 @@ def approver_users(plan: Plan) -> QuerySet:
             is_active=True,
             is_staff=True,
             plangate_teams=plan.team_id,
-            groups__name__in=_DECIDERS_BY_GROUP,
+            groups__name__in=DECIDER_GROUPS,
         )
         .exclude(email="")
     )
@@ -37,7 +37,3 @@ def is_plans_own_member(user: AbstractBaseUser | AnonymousUser, plan: Plan) -> b
     """Whether ``user`` is the person ``plan`` acts for (same e-mail, in any case)."""
     email = getattr(user, "email", "") or ""
     return bool(email) and email_normalize(email) == email_normalize(plan.member.email)
-
-
-def teams_condition(team_ids: list[int] | None) -> Q:
-    return Q() if team_ids is None else Q(team_id__in=team_ids)

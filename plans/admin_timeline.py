@@ -30,6 +30,7 @@ from audit.models import AuditRecord
 from guard.decisions import Decision
 from kernel.json_format import compact_json
 
+from .admin_approval_records import APPROVAL_RECORD_LABELS, approval_record_summary
 from .admin_display import acp_message_html, acp_summary, plan_display_status, step_label
 from .models import Plan, PlanDisplayUpdate, PlanEvent, PlanToken
 from .selectors import decisions_with_policy_version
@@ -194,7 +195,7 @@ def _record_entry(record: AuditRecord) -> TimelineEntry:
         if record.policy_version is not None
         else ""
     )
-    if record.kind in _APPROVAL_LABELS:
+    if record.kind in APPROVAL_RECORD_LABELS:
         return _approval_entry(record, details)
     refused = record.kind == AuditRecord.Kind.REFRESH_REFUSED
     return TimelineEntry(
@@ -207,35 +208,12 @@ def _record_entry(record: AuditRecord) -> TimelineEntry:
     )
 
 
-_APPROVAL_LABELS: dict[str, str] = {
-    AuditRecord.Kind.APPROVAL_REQUESTED: "approval requested",
-    AuditRecord.Kind.APPROVAL_NOTIFIED: "approvers notified",
-    AuditRecord.Kind.APPROVAL_DECIDED: "approval decided",
-    AuditRecord.Kind.APPROVAL_EXPIRED: "approval expired",
-}
-
-
 def _approval_entry(record: AuditRecord, details: SafeString | str) -> TimelineEntry:
-    """A request for approval, a notification, a person's decision or the request's
-    expiry (plans.approvals): who decided, and why, are in the record's details."""
-    what = record.details or {}
-    if record.kind == AuditRecord.Kind.APPROVAL_DECIDED:
-        summary = format_html(
-            "{} by {}{}",
-            what.get("decision", ""),
-            what.get("by", "") or record.actor,
-            format_html(" · reason: {}", what["reason"]) if what.get("reason") else "",
-        )
-        badge = "ok" if what.get("decision") == "approved" else "bad"
-    elif record.kind == AuditRecord.Kind.APPROVAL_REQUESTED:
-        steps = ", ".join(f"step {entry['step'] + 1}" for entry in what.get("review", []))
-        summary, badge = format_html("review of {}", steps or "the plan"), "muted"
-    else:
-        summary, badge = format_html("{}", record.actor), "muted"
+    label, badge, summary = approval_record_summary(record)
     return TimelineEntry(
         at=record.at,
         kind=record.kind,
-        label=_APPROVAL_LABELS[record.kind],
+        label=label,
         badge=badge,
         row_id=record.pk,
         html=format_html("{}{}", summary, details),
@@ -348,7 +326,7 @@ def _sources(plan: Plan) -> dict[str, _Source]:
         kind__in=[
             AuditRecord.Kind.REFRESH_REFUSED,
             AuditRecord.Kind.DECISIONS_LOST,
-            *_APPROVAL_LABELS,
+            *APPROVAL_RECORD_LABELS,
         ],
     )
     updates = PlanDisplayUpdate.objects.filter(plan=plan).annotate(

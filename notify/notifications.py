@@ -1,5 +1,5 @@
 """Telling approvers that a plan awaits them: one e-mail to the team's approvers and one
-notification to the team's webhook, queued for the worker (``notify.tasks``).
+notification to the team's webhook, both sent by the worker (``notify.tasks``).
 
 Called once the plan's transaction has committed (``plans.approvals.approval_requested``
 is sent on commit), and never raises: a plan's issuance must not depend on a mail server,
@@ -19,6 +19,8 @@ from django.core.mail import send_mail
 from django.urls import reverse
 from django.utils import timezone
 
+from plans.models import Plan
+
 from .models import TeamWebhook
 from .records import approval_notified_record
 from .selectors import approver_users
@@ -28,13 +30,13 @@ logger = logging.getLogger(__name__)
 APPROVAL_REQUESTED = "approval_requested"
 
 
-def approval_queue_url(plan: Any) -> str:
+def approval_queue_url(plan: Plan) -> str:
     """The absolute address of ``plan`` in the admin's approval queue."""
     path = reverse("admin:notify_approvalrequest_change", args=[quote(plan.pk)])
     return settings.PLANGATE_ISSUER.rstrip("/") + path
 
 
-def approval_payload(plan: Any, *, event: str = APPROVAL_REQUESTED) -> dict[str, Any]:
+def approval_payload(plan: Plan, *, event: str = APPROVAL_REQUESTED) -> dict[str, Any]:
     """The webhook's JSON body (README "Approvals" documents it)."""
     return {
         "event": event,
@@ -54,46 +56,58 @@ def approval_payload(plan: Any, *, event: str = APPROVAL_REQUESTED) -> dict[str,
 
 @dataclass(frozen=True)
 class NotifyResult:
-    emailed: tuple[str, ...]
+    email_queued: bool
     #: the notification's id (X-Plangate-Delivery), or None when no webhook was queued
     webhook_delivery: str | None
 
 
-def approvers_notify(*, plan: Any) -> NotifyResult:
-    """E-mail the approvers and queue the webhook for ``plan``. Logs failures, never raises."""
-    emailed = _email_approvers(plan)
-    delivery = _queue_webhook(plan)
-    return NotifyResult(emailed=emailed, webhook_delivery=delivery)
+def approvers_notify(*, plan: Plan) -> NotifyResult:
+    """Queue the approvers' e-mail and the team's webhook for ``plan``, for the worker: a
+    slow mail server or receiver never holds up the request that declared the plan. Logs
+    a failure to queue (the broker is away), never raises."""
+    return NotifyResult(email_queued=_queue_email(plan), webhook_delivery=_queue_webhook(plan))
 
 
-def _email_approvers(plan: Any) -> tuple[str, ...]:
-    try:
-        recipients = sorted(set(approver_users(plan).values_list("email", flat=True)))
-        if not recipients:
-            return ()
-        steps = plan.document.get("steps", [])
-        lines = [
-            f"The agent {plan.agent.name} asks to act for {plan.member.email}.",
-            "",
-            f"Goal: {plan.goal}",
-            f"Steps: {', '.join(step['tool'] for step in steps)}",
-            "",
-            f"Approve or deny it: {approval_queue_url(plan)}",
-        ]
-        send_mail(
-            subject=f"[Plangate] Approval needed: {plan.goal[:80]}",
-            message="\n".join(lines),
-            from_email=None,
-            recipient_list=recipients,
-        )
-        approval_notified_record(plan=plan, details={"channel": "email", "to": recipients})
-    except Exception:
-        logger.exception("could not e-mail the approvers of plan %s", plan.pk)
+def approvers_email(*, plan: Plan) -> tuple[str, ...]:
+    """E-mail the people who may decide on ``plan`` (``approver_users``) and append its
+    ``approval_notified`` record; the recipients, () when there are none. Raises what the
+    e-mail backend raises, so the task retries."""
+    recipients = sorted(set(approver_users(plan).values_list("email", flat=True)))
+    if not recipients:
         return ()
+    steps = plan.document.get("steps", [])
+    lines = [
+        f"The agent {plan.agent.name} asks to act for {plan.member.email}.",
+        "",
+        f"Goal: {plan.goal}",
+        f"Steps: {', '.join(str(step.get('tool')) for step in steps)}",
+        "",
+        f"Approve or deny it: {approval_queue_url(plan)}",
+    ]
+    send_mail(
+        subject=f"[Plangate] Approval needed: {plan.goal[:80]}",
+        message="\n".join(lines),
+        from_email=None,
+        recipient_list=recipients,
+    )
+    approval_notified_record(plan=plan, details={"channel": "email", "to": recipients})
     return tuple(recipients)
 
 
-def _queue_webhook(plan: Any) -> str | None:
+def _queue_email(plan: Plan) -> bool:
+    from .tasks import email_approvers
+
+    try:
+        email_approvers.apply_async(kwargs={"plan_id": plan.pk})
+    except Exception:
+        # The broker is away: the plan waits as it should and the queue in the admin
+        # shows it; this plan's e-mail is lost and the log says so.
+        logger.exception("could not queue the approvers' e-mail of plan %s", plan.pk)
+        return False
+    return True
+
+
+def _queue_webhook(plan: Plan) -> str | None:
     from .tasks import deliver_webhook
 
     try:
@@ -111,8 +125,7 @@ def _queue_webhook(plan: Any) -> str | None:
             },
         )
     except Exception:
-        # The broker (or the database) is away: the e-mail went, the plan waits as it
-        # should; the webhook is lost for this plan and the log says so.
+        # As for the e-mail: logged with the plan's id, never raised.
         logger.exception("could not queue the approval webhook of plan %s", plan.pk)
         return None
     return delivery_id

@@ -1,14 +1,21 @@
-"""Celery door of the approval webhook: one attempt per run, retried with back-off."""
+"""Celery doors of the notifications: the approvers' e-mail, and the webhook (one attempt
+per run, retried with back-off)."""
 
 from __future__ import annotations
 
+from smtplib import SMTPException
 from typing import Any
 
 from celery import shared_task
 
 from audit.doors import AuditedTask
+from plans.models import Plan
 
+from .notifications import approvers_email
 from .webhooks import webhook_attempt
+
+#: how often a failed e-mail is tried again (after 10, 20, 40 s)
+EMAIL_RETRIES = 3
 
 
 @shared_task(
@@ -45,3 +52,26 @@ def deliver_webhook(
         # The attempt count lives in webhook_attempt's setting; Celery's own cap is off.
         raise self.retry(countdown=result.retry_in, max_retries=None)
     return result.delivery.status_code
+
+
+@shared_task(
+    base=AuditedTask,
+    name="notify.tasks.email_approvers",
+    soft_time_limit=60,
+    time_limit=90,
+    autoretry_for=(OSError, SMTPException),
+    retry_backoff=10,
+    retry_jitter=False,
+    max_retries=EMAIL_RETRIES,
+)
+def email_approvers(*, plan_id: str) -> int:
+    """E-mail the approvers of a plan that waits for a person; how many were e-mailed.
+    A plan already decided (or gone) meanwhile is not e-mailed about."""
+    plan = (
+        Plan.objects.select_related("team", "agent", "member", "policy_version__policy")
+        .filter(pk=plan_id, approval=Plan.Approval.PENDING)
+        .first()
+    )
+    if plan is None:
+        return 0
+    return len(approvers_email(plan=plan))

@@ -30,7 +30,7 @@ def people(team, other_team, approver, other_team_approver, alice_approver):
 
 
 def test_the_teams_approvers_are_emailed_except_the_plans_own_member(
-    review_agent, people, mailoutbox, django_capture_on_commit_callbacks
+    eager_tasks, review_agent, people, mailoutbox, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
         plan = request_approval(review_agent)
@@ -50,7 +50,7 @@ def test_the_teams_approvers_are_emailed_except_the_plans_own_member(
 
 
 def test_nothing_is_sent_before_the_plan_is_committed(
-    review_agent, approver, mailoutbox, django_capture_on_commit_callbacks
+    eager_tasks, review_agent, approver, mailoutbox, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         request_approval(review_agent)
@@ -61,6 +61,7 @@ def test_nothing_is_sent_before_the_plan_is_committed(
 
 
 def test_another_teams_plan_is_not_emailed_to_this_teams_approvers(
+    eager_tasks,
     other_review_agent,
     approver,
     other_team_approver,
@@ -128,11 +129,12 @@ def test_a_broker_that_is_away_at_enqueue_is_logged_not_raised(
 
     assert Plan.objects.get(pk=plan.pk).status == Plan.Status.PENDING_APPROVAL
     assert f"could not queue the approval webhook of plan {plan.pk}" in caplog.text
+    assert f"could not queue the approvers' e-mail of plan {plan.pk}" in caplog.text
     assert "Connection refused" in caplog.text or "Error 111" in caplog.text
 
 
 def test_no_mail_is_sent_when_the_team_has_no_approver_with_an_email(
-    team, review_agent, mailoutbox, django_capture_on_commit_callbacks
+    eager_tasks, team, review_agent, mailoutbox, django_capture_on_commit_callbacks
 ):
     User.objects.create_user("noemail", "", "x", is_staff=True)
     with django_capture_on_commit_callbacks(execute=True):

@@ -1,10 +1,12 @@
-"""A real Celery worker delivers the approval webhook a waiting plan queued, retrying a
-receiver that fails once (PostgreSQL and Redis, as in production)."""
+"""A real Celery worker sends the approvers' e-mail and delivers the approval webhook a
+waiting plan queued, retrying a receiver that fails once (PostgreSQL and Redis, as in
+production)."""
 
 from __future__ import annotations
 
 import pytest
 
+from audit.models import AuditRecord
 from controlplane.celery import app
 from notify.models import WebhookDelivery
 from notify.webhooks import team_webhook_save
@@ -52,8 +54,19 @@ def test_a_real_worker_delivers_the_webhook_and_retries_a_failure(
                 .values_list("attempt", "status_code")
             )
 
-        delivered = wait_for(lambda: len(attempts()) >= 2, timeout=90, interval=0.5)
-        assert delivered, f"attempts: {attempts()}\n{tail(log)}"
+        def emailed() -> list[AuditRecord]:
+            return list(
+                AuditRecord.objects.filter(
+                    plan_id=plan.pk,
+                    kind=AuditRecord.Kind.APPROVAL_NOTIFIED,
+                    details__channel="email",
+                )
+            )
+
+        delivered = wait_for(
+            lambda: len(attempts()) >= 2 and bool(emailed()), timeout=90, interval=0.5
+        )
+        assert delivered, f"attempts: {attempts()}, e-mailed: {emailed()}\n{tail(log)}"
     finally:
         app.conf.task_default_queue = previous_queue
         stop(worker)
@@ -61,3 +74,8 @@ def test_a_real_worker_delivers_the_webhook_and_retries_a_failure(
 
     assert attempts() == [(1, 502), (2, 200)]
     assert len(receiver.received) == 2
+    # The worker's console e-mail backend printed the message; its record names the task.
+    (record,) = emailed()
+    assert record.actor == "celery notify.tasks.email_approvers"
+    assert record.details["to"] == ["april@acme.dev"]
+    assert "Subject: [Plangate] Approval needed: Deploy the fix" in log.read_text()

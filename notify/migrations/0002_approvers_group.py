@@ -1,6 +1,7 @@
 """The "Approvers" group, and what the admin groups may do with approvals.
 
-* Approvers: read the plans and their tokens, see the approval queue, and decide
+* Approvers: read what auditors read (the plans, their tokens and decisions, members,
+  agents, policies: what a request's page links to), see the approval queue, and decide
   (``notify.decide_approval``, a permission of the queue's proxy model, so no ``plans``
   migration is needed; docs/decisions/0037).
 * Team admins: the same, plus their team's webhook (add, change) and its deliveries.
@@ -55,6 +56,10 @@ def grant(Group, Permission) -> None:
             raise RuntimeError(f"permissions not found: {sorted(missing)}")
         group, _ = Group.objects.get_or_create(name=name)
         group.permissions.add(*permissions)
+    # Approvers read what auditors read: a request's page links the member, the agent,
+    # the policy version and the plan's decisions.
+    approvers = Group.objects.get(name=APPROVERS)
+    approvers.permissions.add(*Group.objects.get(name="Auditors").permissions.all())
 
 
 def create_group(apps, schema_editor):

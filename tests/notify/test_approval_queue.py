@@ -164,3 +164,24 @@ def plan_allowed(agent) -> Plan:
     from tests.conftest import plan_document
 
     return plan_issue(agent=agent.agent, document=plan_document()).plan
+
+
+def test_every_link_an_approver_is_shown_opens(approver, pending):
+    """No control is drawn that would only answer "forbidden": from the queue and the
+    request's page, every admin link an approver sees opens for them."""
+    import re
+
+    client = logged_in(approver)
+    seen: set[str] = set()
+    for start in (QUEUE, plan_url(pending)):
+        html = client.get(start).content.decode()
+        for href in re.findall(r'href="(/admin/[^"#]*)"', html):
+            href = href.replace("&amp;", "&")
+            if href in seen or "logout" in href or href.startswith("/admin/password_change"):
+                continue
+            seen.add(href)
+            status = client.get(href).status_code
+            assert status in (200, 302), (href, status)
+    assert plan_url(pending) in seen, sorted(seen)
+    assert any(href.startswith("/admin/members/member/") for href in seen), sorted(seen)
+    assert action_url(pending, "approve_plans") in seen

@@ -1,0 +1,90 @@
+"""An approver approves from the admin's queue, in a real browser, while the agent's guard
+waits for the decision against a real HTTP server: the guard then holds a verified token
+that carries the approval (``apr``)."""
+
+from __future__ import annotations
+
+import threading
+
+import jwt
+import pytest
+from django.contrib.auth.models import Group, User
+from playwright.sync_api import expect
+
+from members.services import member_upsert, team_get_or_create
+from plans.keys import signing_keys_bootstrap
+from plans.models import Plan
+from policies.services import policy_set
+from tests.conftest import make_agent, plan_document
+from tests.integration.processes import wait_for
+from tests.notify.conftest import DEPLOY_PLAN_STEPS, REVIEW_POLICY, ensure_groups
+
+from .conftest import log_in
+
+pytestmark = [pytest.mark.browser]
+
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture
+def waiting_world(transactional_db):
+    ensure_groups()
+    signing_keys_bootstrap()
+    acme = team_get_or_create(slug="default", name="Acme")
+    version = policy_set(team=acme, slug="reviewed", document=REVIEW_POLICY)
+    member_upsert(team=acme, email="alice@acme.dev", name="Alice", role="engineer")
+    agent = make_agent(acme, "deployer", version)
+    approver = User.objects.create_user("april", "april@acme.dev", PASSWORD, is_staff=True)
+    approver.groups.add(Group.objects.get(name="Approvers"))
+    acme.staff.add(approver)
+    return {"team": acme, "agent": agent}
+
+
+def test_an_approver_approves_while_an_agent_polls_for_the_token(page, live_server, waiting_world):
+    """The same approval while a plain HTTP client declares and polls
+    ``POST /v1/plans/{id}/token`` as an agent without the guard would."""
+    import time
+
+    import httpx
+
+    headers = {"Authorization": f"Bearer {waiting_world['agent'].api_key}"}
+    with httpx.Client(base_url=live_server.url, headers=headers, timeout=30) as client:
+        declared = client.post(
+            "/v1/plans",
+            json={"plan": plan_document(goal="Deploy the fix", steps=DEPLOY_PLAN_STEPS)},
+        )
+        assert declared.status_code == 202, declared.text
+        plan_id = declared.json()["id"]
+        answers: list[int] = []
+        approved: dict[str, object] = {}
+
+        def poll() -> None:
+            with httpx.Client(base_url=live_server.url, headers=headers, timeout=30) as poller:
+                while len(answers) < 600:
+                    answer = poller.post(f"/v1/plans/{plan_id}/token")
+                    answers.append(answer.status_code)
+                    if answer.status_code != 409:
+                        approved.update(answer.json())
+                        return
+                    time.sleep(0.2)
+
+        polling = threading.Thread(target=poll, daemon=True)
+        polling.start()
+        assert wait_for(lambda: bool(answers), timeout=60)
+        assert answers[0] == 409  # approval_pending while nobody decided
+
+        log_in(page, "april", PASSWORD)
+        page.goto("/admin/notify/approvalrequest/")
+        page.get_by_role("link", name="Deploy the fix").click()
+        expect(page.locator("#review")).to_contain_text("deploys need a person")
+        page.get_by_role("link", name="Approve…").click()
+        page.locator("input[type=submit][value='Yes, approve']").click()
+        expect(page.locator("ul.messagelist")).to_contain_text(f"Approved 1 plan(s): {plan_id}")
+        polling.join(timeout=120)
+
+    assert answers[-1] == 200, answers
+    assert approved["id"] == plan_id
+    claims = jwt.decode(str(approved["token"]), options={"verify_signature": False})
+    assert claims["apr"]["by"] == "april@acme.dev"
+    assert claims["apr"]["ph"] == claims["ph"] == approved["planHash"]
+    assert Plan.objects.get(pk=plan_id).approval_by == "april@acme.dev"

@@ -29,6 +29,7 @@ def test_beat_checks_for_a_due_rotation_every_check_interval_and_sweeps_expired_
     assert tasks == {
         "plans.tasks.rotate_signing_keys": settings.KEY_ROTATION_CHECK_SECONDS,
         "plans.tasks.expire_plans": settings.PLAN_EXPIRY_SWEEP_SECONDS,
+        "plans.tasks.expire_approvals": settings.APPROVAL_EXPIRY_SWEEP_SECONDS,
         seal_audit_records.name: settings.AUDIT_SEAL_SECONDS,
     }
     assert set(tasks) <= set(app.tasks)

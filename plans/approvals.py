@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -81,6 +82,16 @@ def review_entries(reviews: Sequence[StepReview]) -> list[dict[str, Any]]:
 def approved_steps(plan: Plan) -> list[int]:
     """The steps a person approved (those the policy asked review of at declaration)."""
     return [entry["step"] for entry in plan.review]
+
+
+def plans_awaiting_approval() -> QuerySet[Plan]:
+    """The plans waiting for a person's decision: the approval queue. A plan revoked while
+    it waited is not (its approval stays ``pending``, undecided, on the record)."""
+    return Plan.objects.filter(status=Plan.Status.PENDING_APPROVAL, approval=Plan.Approval.PENDING)
+
+
+def _waits(plan: Plan) -> bool:
+    return plan.status == Plan.Status.PENDING_APPROVAL and plan.approval == Plan.Approval.PENDING
 
 
 def _send_approval_requested(plan: Plan) -> None:
@@ -191,11 +202,10 @@ def plan_approval_decide(
         )
     with transaction.atomic():
         current = Plan.objects.select_for_update().get(pk=plan.pk)
-        if current.approval != Plan.Approval.PENDING:
+        if not _waits(current):
             raise DomainError(
                 "approval_not_pending",
-                f"The plan is not waiting for a decision (approval: "
-                f"{current.get_approval_display()}).",
+                f"The plan is not waiting for a decision (status: {current.status}).",
             )
         expired = current.approval_deadline is not None and current.approval_deadline <= now
         if not expired:
@@ -224,9 +234,11 @@ def plan_approval_expire(*, plan: Plan, now: datetime | None = None) -> bool:
     deadline; appends ``approval_expired``. True when it changed."""
     now = now or timezone.now()
     with transaction.atomic():
-        changed = Plan.objects.filter(
-            pk=plan.pk, approval=Plan.Approval.PENDING, approval_deadline__lte=now
-        ).update(approval=Plan.Approval.EXPIRED, status=Plan.Status.APPROVAL_EXPIRED)
+        changed = (
+            plans_awaiting_approval()
+            .filter(pk=plan.pk, approval_deadline__lte=now)
+            .update(approval=Plan.Approval.EXPIRED, status=Plan.Status.APPROVAL_EXPIRED)
+        )
         if changed:
             plan.approval, plan.status = Plan.Approval.EXPIRED, Plan.Status.APPROVAL_EXPIRED
             approval_expired_record(plan=plan, at=now)
@@ -239,7 +251,9 @@ def plans_approval_expire(*, now: datetime | None = None) -> int:
     Idempotent, and safe when two workers run it: each plan changes under a conditional
     update, so only one of them records its expiry."""
     now = now or timezone.now()
-    pending = Plan.objects.filter(
-        approval=Plan.Approval.PENDING, approval_deadline__lte=now
-    ).select_related("team", "agent", "member", "policy_version__policy")
+    pending = (
+        plans_awaiting_approval()
+        .filter(approval_deadline__lte=now)
+        .select_related("team", "agent", "member", "policy_version__policy")
+    )
     return sum(plan_approval_expire(plan=plan, now=now) for plan in pending.iterator())

@@ -13,9 +13,15 @@ from django.utils import timezone
 
 from audit.models import AuditRecord
 from kernel.problems import Code, DomainError
-from plans.approvals import approval_requested, plan_approval_decide, plans_approval_expire
+from members.services import member_disable
+from plans.approvals import (
+    approval_requested,
+    plan_approval_decide,
+    plans_approval_expire,
+    plans_awaiting_approval,
+)
 from plans.models import Plan
-from plans.services import plan_issue
+from plans.services import plan_issue, plan_revoke
 from plans.tasks import expire_approvals
 from policies.services import policy_set
 from tests.conftest import plan_document
@@ -203,3 +209,27 @@ def test_the_command_refuses_what_the_service_refuses(pending, team):
 
     call_command("decide_plan", pending.pk, "deny", "--by", "carol@acme.dev", "--reason", "no")
     assert Plan.objects.get(pk=pending.pk).approval_reason == "no"
+
+
+def test_a_plan_revoked_while_it_waits_leaves_the_queue_and_is_never_decided(pending, team):
+    plan_revoke(plan=pending, by="root", reason="wrong goal")
+
+    assert not plans_awaiting_approval().filter(pk=pending.pk).exists()
+    refused(Code.APPROVAL_NOT_PENDING, pending, approver_for(team))
+    assert plans_approval_expire(now=timezone.now() + timedelta(days=2)) == 0
+    assert Plan.objects.get(pk=pending.pk).status == Plan.Status.REVOKED
+
+
+def test_the_queue_lists_the_waiting_plans(pending, agent):
+    plan_issue(agent=agent.agent, document=plan_document())  # needs nobody
+
+    assert list(plans_awaiting_approval()) == [pending]
+
+
+def test_a_member_disabled_after_the_approval_gets_no_token(pending, team, agent, member):
+    decide(pending, approver_for(team))
+    member_disable(team=team, email=member.email)
+
+    response = agent.client.post(f"/v1/plans/{pending.pk}/token")
+
+    assert response.status_code == 403 and response.json()["code"] == Code.USER_DISABLED

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import httpx
 from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.db import transaction
@@ -136,6 +135,10 @@ def webhook_attempt(
     The body is the same bytes on every attempt; the timestamp, and so the signature, is
     the attempt's own (notify.signing says what is signed).
     """
+    # Here, not at import: only the worker sends; the web server never loads an HTTP client
+    # (tests/policies/test_simulator_imports.py).
+    import httpx
+
     webhook = TeamWebhook.objects.filter(pk=webhook_id, active=True).first()
     if webhook is None:
         return None

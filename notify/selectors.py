@@ -34,6 +34,8 @@ def approver_users(plan: Plan) -> QuerySet:
 
 
 def is_plans_own_member(user: AbstractBaseUser | AnonymousUser, plan: Plan) -> bool:
-    """Whether ``user`` is the person ``plan`` acts for (same e-mail, in any case)."""
-    email = getattr(user, "email", "") or ""
-    return bool(email) and email_normalize(email) == email_normalize(plan.member.email)
+    """Whether ``user`` is the person ``plan`` acts for: the same e-mail in any case, as
+    ``plans.approvals.plan_approval_decide`` compares them when it refuses
+    ``self_approval`` (which stays the authority; this only decides what is drawn)."""
+    email = str(getattr(user, "email", "") or "").strip()
+    return bool(email) and email.casefold() == plan.member.email.casefold()

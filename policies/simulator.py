@@ -1,7 +1,8 @@
 """What a policy version would answer, for a member, to a plan and to one call, without an
 agent, a token or a write.
 
-* A plan: what issuance answers under this version: ``allowed`` (with its warnings) or
+* A plan: what issuance answers under this version: ``allowed`` (with its warnings, and
+  the steps a person must approve first, guard.policy_review) or
   ``policy_denied`` naming each step and rule, from the checks issuance itself runs
   (``guard.policy_evaluation.evaluate_plan`` and ``unpinned_policy_arguments``), on the
   member's role and groups as they are now; ``user_disabled`` for a disabled member.
@@ -37,6 +38,7 @@ from guard.policy_evaluation import (
     rule_description,
     unpinned_policy_arguments,
 )
+from guard.policy_review import StepReview, plan_reviews
 from kernel.problems import DomainError
 from members.models import Member
 from plans.services import plan_document_validate
@@ -65,6 +67,9 @@ class PlanSimulation:
     decision: str
     denials: tuple[RefusedStep, ...]
     warnings: tuple[StepWarning, ...]
+    #: the admitted steps a review rule sends to a person: issuance answers 202 and signs
+    #: once approved (guard.policy_review); calls are then decided as simulated
+    reviews: tuple[StepReview, ...] = ()
 
     @property
     def allowed(self) -> bool:
@@ -82,6 +87,10 @@ class PlanSimulation:
             "warnings": [
                 {"path": f"plan.{warning.path}", "code": warning.code, "detail": warning.detail}
                 for warning in self.warnings
+            ],
+            "review": [
+                {"path": f"plan.{review.path}", "tool": review.tool, "rule": review.rule}
+                for review in self.reviews
             ],
         }
 
@@ -136,7 +145,7 @@ def simulate_plan(*, version: PolicyVersion, member: Member, document: object) -
     plan = plan_document_validate(document)
     role, groups = member_role_and_groups(member)
     if not member.is_active:
-        decision, denials, warnings = USER_DISABLED, [], []
+        decision, denials, warnings, reviews = USER_DISABLED, [], [], []
     else:
         denials = evaluate_plan(version.document, plan, role=role, groups=groups)
         warnings = (
@@ -145,6 +154,11 @@ def simulate_plan(*, version: PolicyVersion, member: Member, document: object) -
             else unpinned_policy_arguments(version.document, plan, role=role, groups=groups)
         )
         decision = POLICY_DENIED if denials else ALLOWED
+        reviews = (
+            plan_reviews(version.document, plan, role=role, groups=groups, denials=denials)
+            if not denials
+            else []
+        )
     return PlanSimulation(
         version=version,
         member=member,
@@ -157,6 +171,7 @@ def simulate_plan(*, version: PolicyVersion, member: Member, document: object) -
             for denial in denials
         ),
         warnings=tuple(warnings),
+        reviews=tuple(reviews),
     )
 
 

@@ -237,3 +237,26 @@ def test_simulate_policy_exits_2_for_input_it_cannot_use(agent, member, outsider
     assert simulate(tmp_path, PLAN, "--version", "9")[1] == 2
     assert simulate(tmp_path, {"version": 1, "goal": "", "user": "x", "steps": []})[1] == 2
     assert simulate(tmp_path, PLAN, "--team", "globex")[1] == 2  # no such policy there
+
+
+def test_the_simulation_names_the_steps_a_person_must_approve(team, member, policy_version):
+    version = policy_set(
+        team=team,
+        slug="default",
+        document={
+            "version": 1,
+            "default": "deny",
+            "rules": [
+                {"effect": "allow", "tools": ["github_*"]},
+                {"effect": "review", "tools": ["send_email"]},
+            ],
+        },
+    )
+    document = plan_document(steps=[{"tool": "github_list_issues"}, {"tool": "send_email"}])
+
+    simulated = simulate_plan(version=version, member=member, document=document)
+
+    assert simulated.allowed
+    assert simulated.as_json()["review"] == [
+        {"path": "plan.steps[1]", "tool": "send_email", "rule": 1}
+    ]

@@ -5,7 +5,8 @@ its agent and member enabled, and its agent pointing at this policy (a refresh r
 agent's current policy, not the one the plan was issued under). Each is checked with the
 check the refresh itself runs, ``guard.policy_evaluation.evaluate_plan``, on the member's
 role and groups as they are now; a plan with a refused step would be ``policy_denied`` at
-its next refresh. Nothing is written.
+its next refresh, and one with a step a review rule now sends to a person that nobody
+approved (``guard.policy_review``) would be ``approval_required``. Nothing is written.
 
 Plans are read in chunks by id, as plain values (the role's name, the groups' sorted
 names: what ``plans.services`` reads for a token), so a team with 100,000 live plans is
@@ -25,6 +26,7 @@ from typing import Any, Final, NamedTuple
 from django.utils import timezone
 
 from guard.policy_evaluation import StepDenial, evaluate_plan
+from guard.policy_review import plan_reviews
 from members.models import Member
 from plans.models import Plan
 
@@ -135,6 +137,8 @@ class _LivePlan(NamedTuple):
     member_id: int
     user: str
     role: str | None
+    #: the steps a person approved (plans.approvals), as the plan keeps them
+    review: list[dict[str, Any]]
 
 
 def _chunks(policy: Policy, now: datetime) -> Iterator[list[tuple[_LivePlan, tuple[str, ...]]]]:
@@ -152,6 +156,7 @@ def _chunks(policy: Policy, now: datetime) -> Iterator[list[tuple[_LivePlan, tup
             "member_id",
             "member__email",
             "member__role__name",
+            "review",
         )
     )
     after = ""
@@ -183,24 +188,48 @@ class _StepVerdicts:
 
     def __init__(self, policy: dict[str, Any]) -> None:
         self.policy = policy
-        self.known: dict[tuple[str, str | None, tuple[str, ...]], StepDenial | None] = {}
+        # A step's refusal, and whether it is a review's (which an approval lifts).
+        self.known: dict[
+            tuple[str, str | None, tuple[str, ...]], tuple[StepDenial, bool] | None
+        ] = {}
+
+    def _judge(
+        self, step: dict[str, Any], role: str | None, groups: tuple[str, ...]
+    ) -> tuple[StepDenial, bool] | None:
+        """The step's refusal; or, for an admitted step a review rule sends to a person,
+        that review as a refusal that an approval of the step lifts."""
+        alone = {"steps": [step]}
+        denials = evaluate_plan(self.policy, alone, role=role, groups=groups)
+        if denials:
+            return denials[0], False
+        reviews = plan_reviews(self.policy, alone, role=role, groups=groups, denials=())
+        if not reviews:
+            return None
+        review = reviews[0]
+        reason = f"{review.description} asks a person to approve it (approval_required)"
+        return StepDenial(0, review.tool, review.rule, reason), True
 
     def denials(
-        self, plan: dict[str, Any], role: str | None, groups: tuple[str, ...]
+        self,
+        plan: dict[str, Any],
+        role: str | None,
+        groups: tuple[str, ...],
+        approved: frozenset[int] = frozenset(),
     ) -> list[StepDenial]:
+        """The steps refused at the next refresh: denied, or under review and not among
+        the ``approved`` steps (plans.approvals.approval_still_covers)."""
         found = []
         for index, step in enumerate(plan["steps"]):
             key = (json.dumps(step, sort_keys=True), role, groups)
             if key in self.known:
-                denial = self.known[key]
+                verdict = self.known[key]
             else:
-                alone = evaluate_plan(self.policy, {"steps": [step]}, role=role, groups=groups)
-                denial = alone[0] if alone else None
+                verdict = self._judge(step, role, groups)
                 if len(self.known) >= MAX_REMEMBERED_VERDICTS:
                     self.known.clear()  # memory stays bounded however varied the steps
-                self.known[key] = denial
-            if denial is not None:
-                found.append(replace(denial, step=index))
+                self.known[key] = verdict
+            if verdict is not None and not (verdict[1] and index in approved):
+                found.append(replace(verdict[0], step=index))
         return found
 
 
@@ -224,7 +253,8 @@ def policy_impact(
         for plan, groups in chunk:
             checked += 1
             role = plan.role
-            denials = verdicts.denials(plan.document, role, groups)
+            approved = frozenset(entry["step"] for entry in plan.review)
+            denials = verdicts.denials(plan.document, role, groups, approved)
             if not denials:
                 continue
             affected += 1

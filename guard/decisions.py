@@ -18,6 +18,7 @@ class Decision(StrEnum):
     USER_DISABLED = "user_disabled"
     AGENT_DISABLED = "agent_disabled"
     INVALID_ARGUMENTS = "invalid_arguments"
+    APPROVAL_PENDING = "approval_pending"  # the plan awaits a person's approval
 
 
 DECISION_CODES: frozenset[str] = frozenset(code.value for code in Decision)

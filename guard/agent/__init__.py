@@ -10,6 +10,7 @@ the core (`guard.plan`, `guard.policy`, `guard.tokens`...) does not.
     decider.py    deciding a call (the hot path), step budgets, stopping a plan
     session.py    one plan's state, CallDecision and the fixed decisions
     answer.py     verifying a declare/refresh answer (the token for exactly the plan sent)
+    approval.py   waiting politely for a person's approval; the plan awaiting it
     refresher.py  refreshing the token: retries, back-off, JWKS refetch, background thread
     display.py    the ACP display of the plan's progress, newest state first
     status.py     DeclaredPlan, GuardStatus, StepStatus
@@ -17,13 +18,13 @@ the core (`guard.plan`, `guard.policy`, `guard.tokens`...) does not.
     http.py       the control plane's REST API over httpx, and the JWKS cache
     acp.py        ACP plan updates: writing them, and a tolerant reader
     tools.py      the ``declare_plan`` tool for the common tool-calling formats
-    errors.py     GuardError, CallBlocked and their codes
+    errors.py     GuardError, ApprovalError, CallBlocked and their codes
 """
 
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from guard.agent.errors import CallBlocked, GuardError
+    from guard.agent.errors import ApprovalError, CallBlocked, GuardError
     from guard.agent.guard import Guard
     from guard.agent.session import CallDecision
     from guard.agent.status import DeclaredPlan, GuardStatus, StepStatus
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 # session, answer, acp: the control plane's policy simulator decides a call with them)
 # does not load the Guard and its HTTP client.
 _EXPORTS = {
+    "ApprovalError": "guard.agent.errors",
     "CallBlocked": "guard.agent.errors",
     "GuardError": "guard.agent.errors",
     "Guard": "guard.agent.guard",
@@ -52,6 +54,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ApprovalError",
     "CallBlocked",
     "CallDecision",
     "DeclaredPlan",

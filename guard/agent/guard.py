@@ -33,10 +33,18 @@ from typing import Any, TypeVar
 
 import httpx
 
+from guard.agent import acp
 from guard.agent.answer import AnswerVerifier
+from guard.agent.approval import (
+    DEFAULT_APPROVAL_WAIT,
+    AwaitingPlan,
+    review_items,
+    wait_for_approval,
+)
 from guard.agent.decider import Decider
 from guard.agent.display import PlanDisplay
 from guard.agent.errors import (
+    APPROVAL_PENDING,
     CONTROL_PLANE_UNAVAILABLE,
     DECLARE_AFTER_OUTPUT,
     GUARD_CLOSED,
@@ -55,10 +63,10 @@ from guard.agent.http import (
 from guard.agent.refresher import Refresher
 from guard.agent.reporter import DEFAULT_RETRY_MAX_DELAY, DecisionReporter, ReporterStats
 from guard.agent.session import NO_PLAN, CallDecision, PlanState
-from guard.agent.status import DeclaredPlan, GuardStatus, session_status
+from guard.agent.status import DeclaredPlan, GuardStatus, awaiting_status, session_status
 from guard.agent.status_watch import StatusWatcher
 from guard.agent.tools import declare_plan_result
-from guard.decisions import PlanOutcome
+from guard.decisions import Decision, PlanOutcome
 from guard.errors import DocumentInvalid, FieldError
 from guard.plan import plan_hash, validate_plan
 
@@ -105,6 +113,11 @@ class Guard:
             10,000); beyond it new decisions are dropped, counted, and reported as lost.
         report_retry_max_delay: the longest back-off between two attempts to deliver a batch
             while the control plane is unreachable (seconds).
+        approval_wait_seconds: how long `declare` waits for a person to decide on a plan a
+            policy's ``review`` rule sent to one (default 300 s; 0 returns at once with
+            ``approval_pending``). Meanwhile every call gets ``approval_pending``.
+        approval_sleep: waits that many seconds between two asks for the decision
+            (default: a wait that `close` cuts short); tests pass one that records.
     """
 
     def __init__(
@@ -132,6 +145,8 @@ class Guard:
         report_retry_max_delay: float = DEFAULT_RETRY_MAX_DELAY,
         jwks_min_refetch_interval: float = 30.0,
         clock_skew: int = 60,
+        approval_wait_seconds: float = DEFAULT_APPROVAL_WAIT,
+        approval_sleep: Callable[[float], object] | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.issuer = issuer if issuer is not None else self.url
@@ -203,6 +218,11 @@ class Guard:
         )
         self._decide = self._decider.decide  # bound once: `check` is the hot path
         self._plan: PlanState | None = None
+        # A plan the control plane stored for a person to approve: no token, no plan yet.
+        self._awaiting: AwaitingPlan | None = None
+        self._approval_wait = max(0.0, approval_wait_seconds)
+        self._closing = threading.Event()
+        self._approval_sleep = approval_sleep or self._closing.wait
         self._closed = False
 
     @property
@@ -219,11 +239,20 @@ class Guard:
     def declare(self, plan: object) -> DeclaredPlan:
         """Declare `plan` (a plan document) and hold its verified intent token.
 
+        A plan a policy's ``review`` rule sends to a person is stored by the control plane
+        without a token: the guard shows its steps as ``_awaiting_approval`` and waits for
+        the decision up to `approval_wait_seconds`; every call meanwhile gets
+        ``approval_pending``. Declaring the same plan again while it waits picks the wait up
+        again (as `poll_approval` does) rather than asking anew.
+
         Raises GuardError: ``invalid_plan`` (with `errors`), ``declare_after_output`` (a
         guarded tool already returned output in this session), ``token_invalid`` or
-        ``plan_swapped`` (the answer does not carry the plan sent, validly signed),
+        ``plan_swapped`` (the answer does not carry the plan sent, validly signed; the token
+        of an approved plan must carry its approval, ``apr``),
         ``control_plane_unavailable``, or the control plane's refusal code
-        (``policy_denied``, ``unknown_user``, ``user_disabled``...).
+        (``policy_denied``, ``unknown_user``, ``user_disabled``...); ApprovalError
+        ``approval_pending``, ``approval_denied`` (with the approver's reason) or
+        ``approval_expired``.
         """
         if self._closed:
             raise GuardError(GUARD_CLOSED, "the guard is closed")
@@ -234,36 +263,132 @@ class Guard:
             raise GuardError(
                 INVALID_PLAN, "the plan is invalid", errors=_field_errors(error.errors)
             ) from error
+        document_hash = plan_hash(document)
         with self._declare_lock:
             self._refuse_after_output()
-            try:
-                body = self._control_plane.declare(document, ttl=self._ttl)
-            except ControlPlaneError as error:
-                raise GuardError(error.code, error.detail, errors=error.errors) from error
-            except ControlPlaneUnavailable as error:
-                raise GuardError(CONTROL_PLANE_UNAVAILABLE, str(error)) from error
-            document_hash = plan_hash(document)
-            try:
-                plan_id, token = self._accept(body, document, document_hash)
-            except GuardError as error:
-                self._report_unaccepted(body, error)
-                raise
-            state = PlanState(
-                plan_id, document, document_hash, token, bool(body.get("reportArguments"))
+            awaiting = self._awaiting
+            if awaiting is None or awaiting.hash != document_hash:
+                try:
+                    body = self._control_plane.declare(document, ttl=self._ttl)
+                except ControlPlaneError as error:
+                    raise GuardError(error.code, error.detail, errors=error.errors) from error
+                except ControlPlaneUnavailable as error:
+                    raise GuardError(CONTROL_PLANE_UNAVAILABLE, str(error)) from error
+                if body.get("status") != "pending_approval":
+                    return self._install(body, document, document_hash, None)
+                awaiting = self._start_awaiting(body, document, document_hash)
+                # Just stored: with no wait allowed, there is nothing to ask yet.
+                return self._await_decision(
+                    awaiting, self._approval_wait, ask=self._approval_wait > 0
+                )
+            return self._await_decision(awaiting, self._approval_wait)
+
+    def poll_approval(self, wait_seconds: float = 0.0) -> DeclaredPlan:
+        """Ask again about the plan awaiting approval (waiting up to `wait_seconds`): the
+        declared plan once approved; else raises as `declare` does (``approval_pending``
+        while it still waits), or GuardError ``no_plan`` when no plan awaits approval."""
+        with self._declare_lock:
+            awaiting = self._awaiting
+            if awaiting is None:
+                raise GuardError(Decision.NO_PLAN.value, "no plan awaits approval")
+            return self._await_decision(awaiting, wait_seconds)
+
+    def _start_awaiting(
+        self, body: Mapping[str, Any], document: dict[str, Any], document_hash: str
+    ) -> AwaitingPlan:
+        """The control plane stored the plan for a person to approve (202): it replaces the
+        session's plan, shows every step awaiting approval, and blocks every call."""
+        plan_id = body.get("id")
+        # The id goes into the token's URL: only a ULID is taken from the answer.
+        if not isinstance(plan_id, str) or not _PLAN_ID.fullmatch(plan_id):
+            raise GuardError(TOKEN_INVALID, "the answer carries no valid plan id")
+        awaiting = AwaitingPlan(plan_id, document, document_hash, review_items(body))
+        with self._lock:
+            self._refuse_after_output()
+            previous, self._plan = self._plan, None
+            abandoned, self._awaiting = self._awaiting, awaiting
+        if previous is not None:
+            self._end(previous)
+        if abandoned is not None:
+            self._drop_awaiting(abandoned)
+        self._display.publish(awaiting)
+        return awaiting
+
+    def _await_decision(
+        self, awaiting: AwaitingPlan, wait_seconds: float, *, ask: bool = True
+    ) -> DeclaredPlan:
+        """Wait for the person's decision on `awaiting`; install its token once approved.
+        Denied or expired: the plan leaves the session (its steps show as cancelled)."""
+        try:
+            body = wait_for_approval(
+                awaiting,
+                fetch=self._control_plane.approval_token,
+                wait_seconds=wait_seconds,
+                clock=self._clock,
+                sleep=self._approval_sleep,
+                closed=lambda: self._closed,
+                ask=ask,
             )
-            with self._lock:
-                # A call may have been allowed while the request was out.
-                self._refuse_after_output()
-                previous, self._plan = self._plan, state
-            if previous is not None:
-                self._end(previous)
-            self._display.publish(state)
-            if self._auto_refresh:
-                self._refresher.start()
-            self._refresher.wake()
-            if self._watch_status:
-                self._status_watcher.start()
-                self._status_watcher.wake()
+        except GuardError as error:
+            # Denied, expired, revoked, gone: the plan will not run. Still pending: it stays.
+            if error.code != APPROVAL_PENDING:
+                self._drop_awaiting(awaiting)
+            raise
+        return self._install(body, awaiting.document, awaiting.hash, awaiting)
+
+    def _drop_awaiting(self, awaiting: AwaitingPlan) -> None:
+        """The plan will not be approved here: its steps show as cancelled, then removed."""
+        with self._lock:
+            if self._awaiting is awaiting:
+                self._awaiting = None
+            if awaiting.dropped:
+                return
+            awaiting.dropped = True
+            awaiting.statuses[:] = [acp.CANCELLED] * len(awaiting.statuses)
+        self._display.publish(awaiting)
+        if self._display.plan_updates:
+            self._display.publish(awaiting, removed=True)
+
+    def _install(
+        self,
+        body: Mapping[str, Any],
+        document: dict[str, Any],
+        document_hash: str,
+        awaiting: AwaitingPlan | None,
+    ) -> DeclaredPlan:
+        """Verify the answer's token for exactly `document` (and, for a plan that awaited
+        approval, its approval), then make it the session's plan."""
+        try:
+            plan_id, token = self._accept(
+                body,
+                document,
+                document_hash,
+                expected_id=awaiting.id if awaiting is not None else None,
+                approved=awaiting is not None,
+            )
+        except GuardError as error:
+            self._report_unaccepted(body, error)
+            if awaiting is not None:
+                self._drop_awaiting(awaiting)
+            raise
+        state = PlanState(
+            plan_id, document, document_hash, token, bool(body.get("reportArguments"))
+        )
+        with self._lock:
+            # A call may have been allowed while the request was out.
+            self._refuse_after_output()
+            previous, self._plan = self._plan, state
+            if awaiting is not None and self._awaiting is awaiting:
+                self._awaiting = None
+        if previous is not None:
+            self._end(previous)
+        self._display.publish(state)
+        if self._auto_refresh:
+            self._refresher.start()
+        self._refresher.wake()
+        if self._watch_status:
+            self._status_watcher.start()
+            self._status_watcher.wake()
         policy = body.get("policy")
         return DeclaredPlan(
             plan_id=plan_id,
@@ -272,6 +397,7 @@ class Guard:
             expires_at=token.expires_at,
             policy=policy if isinstance(policy, dict) else {},
             report_arguments=state.report_arguments,
+            approved_by=token.claims.apr.by if token.claims.apr is not None else None,
         )
 
     def _report_unaccepted(self, body: Mapping[str, Any], error: GuardError) -> None:
@@ -322,7 +448,7 @@ class Guard:
         """
         plan = self._plan
         if plan is None:
-            return NO_PLAN
+            return self._no_token(tool, args)
         now = self._clock()
         decision = self._decide(plan, tool, args, now)
         reporter = self._reporter
@@ -335,6 +461,25 @@ class Guard:
                 dict(args) if type(args) is dict else args,
                 plan.report_arguments,
                 plan.token.policy_version,
+            )
+        return decision
+
+    def _no_token(self, tool: str, args: Mapping[str, Any]) -> CallDecision:
+        """A call with no plan in force: ``approval_pending`` while a plan awaits a person's
+        approval (recorded in its decision log: the control plane stored the plan), else
+        ``no_plan``."""
+        awaiting = self._awaiting
+        if awaiting is None:
+            return NO_PLAN
+        decision = awaiting.blocked
+        if self._reporter is not None:
+            self._reporter.record(
+                awaiting.id,
+                self._clock(),
+                tool,
+                decision,
+                dict(args) if type(args) is dict else args,
+                False,  # the control plane says whether to keep arguments with the token
             )
         return decision
 
@@ -410,12 +555,15 @@ class Guard:
         """Where the session stands: the plan, each step's calls and status, and which
         required steps have not run yet."""
         reporter = self._reporter.stats() if self._reporter is not None else None
-        return session_status(self._plan, lock=self._lock, clock=self._clock, reporter=reporter)
+        plan, awaiting = self._plan, self._awaiting
+        if plan is None and awaiting is not None:
+            return awaiting_status(awaiting, lock=self._lock, reporter=reporter)
+        return session_status(plan, lock=self._lock, clock=self._clock, reporter=reporter)
 
     def report_display_update(self, message: Mapping[str, Any]) -> None:
         """Attach an ACP ``session/update`` (params) the agent showed its user to the
         decision log of the current plan."""
-        plan = self._plan
+        plan = self._plan or self._awaiting
         if plan is not None and self._reporter is not None:
             self._reporter.display(plan.id, self._clock(), dict(message))
 
@@ -433,8 +581,11 @@ class Guard:
         from the user's view, and later calls are ``no_plan`` until a new declaration."""
         with self._lock:
             plan, self._plan = self._plan, None
+            awaiting = self._awaiting
         if plan is not None:
             self._end(plan)
+        if awaiting is not None:
+            self._drop_awaiting(awaiting)
 
     def _end(self, plan: PlanState) -> None:
         """End `plan` for the user and report how it ended: ``completed`` when every
@@ -463,8 +614,9 @@ class Guard:
         (what it could not take is counted as dropped in `reporter_stats`)."""
         if self._closed:
             return
-        self.end_plan()
         self._closed = True
+        self._closing.set()  # cuts a wait for approval short
+        self.end_plan()
         self._status_watcher.stop(timeout)
         self._refresher.stop(timeout)
         if self._reporter is not None:

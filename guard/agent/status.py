@@ -7,15 +7,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from guard.agent import acp
+from guard.agent.approval import AwaitingPlan
 from guard.agent.reporter import ReporterStats
 from guard.agent.session import NO_PLAN, PlanState
 
-__all__ = ["DeclaredPlan", "GuardStatus", "StepStatus", "session_status"]
+__all__ = ["DeclaredPlan", "GuardStatus", "StepStatus", "awaiting_status", "session_status"]
 
 
 @dataclass(frozen=True)
 class DeclaredPlan:
-    """What `declare` returns: the plan as the control plane signed it."""
+    """What `declare` returns: the plan as the control plane signed it; `approved_by` is the
+    e-mail of the person who approved it, when a policy's review rule asked for one."""
 
     plan_id: str
     plan_hash: str
@@ -23,6 +26,7 @@ class DeclaredPlan:
     expires_at: float
     policy: dict[str, Any]
     report_arguments: bool
+    approved_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -33,17 +37,20 @@ class StepStatus:
     required: bool
     used: int
     max_calls: int
-    status: str  # the ACP entry status: pending, in_progress, completed, cancelled
+    # the ACP entry status: pending, in_progress, completed, cancelled, _awaiting_approval
+    status: str
 
 
 @dataclass(frozen=True)
 class GuardStatus:
     """Where the session stands.
 
-    `state` is ``no_plan``, ``active``, ``expired`` (the token lapsed and no refresh has
-    succeeded yet), ``invalid`` (the token's signing key left the JWKS and no refresh has
-    succeeded yet: calls get ``token_invalid``) or ``blocked`` (`blocked` then holds the
-    decision code every call gets).
+    `state` is ``no_plan``, ``awaiting_approval`` (a person must approve the plan first:
+    `blocked` is ``approval_pending``, `review` lists what asked for it), ``active``,
+    ``expired`` (the token lapsed and no refresh has succeeded yet), ``invalid`` (the
+    token's signing key left the JWKS and no refresh has succeeded yet: calls get
+    ``token_invalid``) or ``blocked`` (`blocked` then holds the decision code every call
+    gets).
     `required_pending` lists the required steps that have not run yet; `complete` is true
     once every required step has run.
     """
@@ -59,6 +66,49 @@ class GuardStatus:
     complete: bool = False
     refresh_error: str | None = None
     reporter: ReporterStats | None = None
+    review: tuple[dict[str, Any], ...] = ()
+
+
+def _steps(
+    document: dict[str, Any], descriptions: tuple[str, ...], used: list[int], statuses: list[str]
+) -> tuple[StepStatus, ...]:
+    return tuple(
+        StepStatus(
+            index=index,
+            tool=step["tool"],
+            description=descriptions[index],
+            required=step["required"],
+            used=used[index],
+            max_calls=step["maxCalls"],
+            status=statuses[index],
+        )
+        for index, step in enumerate(document["steps"])
+    )
+
+
+def awaiting_status(
+    awaiting: AwaitingPlan, *, lock: threading.Lock, reporter: ReporterStats | None
+) -> GuardStatus:
+    """The status of a session whose plan awaits a person's approval: no token yet."""
+    with lock:
+        statuses = list(awaiting.statuses)
+    steps = _steps(
+        awaiting.document,
+        tuple(acp.describe_step(step) for step in awaiting.document["steps"]),
+        [0] * len(statuses),
+        statuses,
+    )
+    return GuardStatus(
+        state="awaiting_approval",
+        plan_id=awaiting.id,
+        blocked=awaiting.blocked.code.value,
+        reason=awaiting.blocked.reason,
+        steps=steps,
+        required_pending=tuple(step.index for step in steps if step.required),
+        complete=False,
+        reporter=reporter,
+        review=tuple(awaiting.review),
+    )
 
 
 def session_status(
@@ -75,18 +125,7 @@ def session_status(
         used = list(plan.used)
         statuses = list(plan.statuses)
     token = plan.token
-    steps = tuple(
-        StepStatus(
-            index=index,
-            tool=step["tool"],
-            description=plan.descriptions[index],
-            required=step["required"],
-            used=used[index],
-            max_calls=step["maxCalls"],
-            status=statuses[index],
-        )
-        for index, step in enumerate(plan.document["steps"])
-    )
+    steps = _steps(plan.document, plan.descriptions, used, statuses)
     pending = tuple(step.index for step in steps if step.required and step.used == 0)
     if plan.blocked is not None:
         state, reason = "blocked", plan.blocked.reason

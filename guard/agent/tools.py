@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from guard.agent.acp import describe_step
-from guard.agent.errors import INVALID_PLAN, GuardError
+from guard.agent.errors import INVALID_PLAN, ApprovalError, GuardError
 from guard.agent.session import iso
 from guard.plan import MAX_STEPS, plan_json_schema
 
@@ -100,7 +100,10 @@ def declare_plan_result(
     declare: Callable[[object], DeclaredPlan], arguments: object
 ) -> dict[str, Any]:
     """Run a ``declare_plan`` tool call with `declare` (`Guard.declare`): the tool result to
-    give back to the model, which explains a refusal rather than raising it.
+    give back to the model, which explains a refusal rather than raising it. A plan that
+    awaits a person's approval (``approval_pending``), was denied (the reason in
+    ``detail``) or expired also carries ``planId`` and ``review`` (the steps and rules
+    that asked for approval), so the model can tell the user.
 
     `arguments` is the call's arguments: the plan object, or its JSON text as OpenAI-style
     APIs deliver it.
@@ -117,6 +120,16 @@ def declare_plan_result(
             }
     try:
         declared = declare(arguments)
+    except ApprovalError as error:
+        # The model tells the user: who must act (a person), on which plan, and why.
+        return {
+            "ok": False,
+            "code": error.code,
+            "detail": error.message,
+            "errors": error.errors,
+            "planId": error.plan_id,
+            "review": error.review,
+        }
     except GuardError as error:
         return {
             "ok": False,
@@ -125,10 +138,13 @@ def declare_plan_result(
             "errors": error.errors,
         }
     descriptions = [describe_step(step) for step in declared.plan["steps"]]
-    return {
+    result: dict[str, Any] = {
         "ok": True,
         "planId": declared.plan_id,
         "expiresAt": iso(declared.expires_at),
         "steps": descriptions,
         "detail": "The plan is declared. Only calls that match one of its steps will run.",
     }
+    if declared.approved_by is not None:
+        result["approvedBy"] = declared.approved_by
+    return result

@@ -1,6 +1,6 @@
-"""An approver approves from the admin's queue, in a real browser, while the agent's guard
-waits for the decision against a real HTTP server: the guard then holds a verified token
-that carries the approval (``apr``)."""
+"""An approver approves from the admin's queue, in a real browser, while the agent waits
+for the decision against a real HTTP server: its guard (which then holds a verified token
+carrying the approval, ``apr``), or a plain client polling ``POST /v1/plans/{id}/token``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import threading
 
 import jwt
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import Group, User
 from playwright.sync_api import expect
 
+from guard.agent import Guard
 from members.services import member_upsert, team_get_or_create
 from plans.keys import signing_keys_bootstrap
 from plans.models import Plan
@@ -38,6 +40,17 @@ def waiting_world(transactional_db):
     approver.groups.add(Group.objects.get(name="Approvers"))
     acme.staff.add(approver)
     return {"team": acme, "agent": agent}
+
+
+def approve_in_the_queue(page, plan_id: str) -> None:
+    """April opens the queue, the waiting plan, and approves it."""
+    log_in(page, "april", PASSWORD)
+    page.goto("/admin/notify/approvalrequest/")
+    page.get_by_role("link", name="Deploy the fix").click()
+    expect(page.locator("#review")).to_contain_text("deploys need a person")
+    page.get_by_role("link", name="Approve…").click()
+    page.locator("input[type=submit][value='Yes, approve']").click()
+    expect(page.locator("ul.messagelist")).to_contain_text(f"Approved 1 plan(s): {plan_id}")
 
 
 def test_an_approver_approves_while_an_agent_polls_for_the_token(page, live_server, waiting_world):
@@ -73,13 +86,7 @@ def test_an_approver_approves_while_an_agent_polls_for_the_token(page, live_serv
         assert wait_for(lambda: bool(answers), timeout=60)
         assert answers[0] == 409  # approval_pending while nobody decided
 
-        log_in(page, "april", PASSWORD)
-        page.goto("/admin/notify/approvalrequest/")
-        page.get_by_role("link", name="Deploy the fix").click()
-        expect(page.locator("#review")).to_contain_text("deploys need a person")
-        page.get_by_role("link", name="Approve…").click()
-        page.locator("input[type=submit][value='Yes, approve']").click()
-        expect(page.locator("ul.messagelist")).to_contain_text(f"Approved 1 plan(s): {plan_id}")
+        approve_in_the_queue(page, plan_id)
         polling.join(timeout=120)
 
     assert answers[-1] == 200, answers
@@ -88,3 +95,49 @@ def test_an_approver_approves_while_an_agent_polls_for_the_token(page, live_serv
     assert claims["apr"]["by"] == "april@acme.dev"
     assert claims["apr"]["ph"] == claims["ph"] == approved["planHash"]
     assert Plan.objects.get(pk=plan_id).approval_by == "april@acme.dev"
+
+
+def test_an_approver_approves_from_the_queue_while_the_guard_waits(
+    page, live_server, waiting_world
+):
+    guard = Guard(
+        live_server.url,
+        waiting_world["agent"].api_key,
+        issuer=settings.PLANGATE_ISSUER,
+        report=False,
+        auto_refresh=False,
+        approval_wait_seconds=240,
+    )
+    outcome: dict[str, object] = {}
+
+    def declare() -> None:
+        try:
+            outcome["declared"] = guard.declare(
+                plan_document(goal="Deploy the fix", steps=DEPLOY_PLAN_STEPS)
+            )
+        except Exception as exc:  # the test's assertion reports it
+            outcome["error"] = exc
+
+    waiting = threading.Thread(target=declare, daemon=True)
+    waiting.start()
+    try:
+        assert wait_for(
+            lambda: Plan.objects.filter(approval=Plan.Approval.PENDING).exists(), timeout=60
+        ), outcome
+        plan = Plan.objects.get(approval=Plan.Approval.PENDING)
+        assert waiting.is_alive(), outcome  # the guard is still waiting for a person
+        assert wait_for(lambda: guard.status().state == "awaiting_approval", timeout=30)
+
+        approve_in_the_queue(page, plan.pk)
+
+        waiting.join(timeout=120)
+        assert not waiting.is_alive(), "the guard did not return after the approval"
+    finally:
+        guard.close()
+        waiting.join(timeout=10)
+
+    assert "error" not in outcome, outcome
+    declared = outcome["declared"]
+    assert declared.plan_id == plan.pk
+    assert declared.approved_by == "april@acme.dev"
+    assert Plan.objects.get(pk=plan.pk).approval_by == "april@acme.dev"

@@ -9,15 +9,16 @@
         issue = guard.call("github_get_issue", {"repo": "acme/app", "number": 7}, get_issue)
 
 A `Guard` is one agent session (one conversation with one model context). It is thread-safe:
-any number of threads may call `check` / `call` at once. Only `declare` (and `refresh` /
-`refresh_if_due` when the application calls them) touch the network on the caller's thread;
+any number of threads may call `check` / `call` at once. Only `declare` (which may wait
+for a person's approval, up to `approval_wait_seconds`), `poll_approval`, and `refresh` /
+`refresh_if_due` when the application calls them touch the network on the caller's thread;
 a tool call never does: refreshing, fetching keys and reporting decisions happen in
 background threads.
 
 This module is the facade and the hot path (`check`); the rest of the session lives next
 to it: the plan's state and decisions (`session`), the token refresher (`refresher`), the
-ACP display (`display`), the status (`status`), the decision log (`reporter`) and the
-control plane's HTTP client (`http`).
+ACP display (`display`), the status (`status`), the decision log (`reporter`), the wait
+for a person's approval (`approval`) and the control plane's HTTP client (`http`).
 """
 
 from __future__ import annotations

@@ -26,11 +26,11 @@ from kernel.admin_widgets import admin_link, datetime_column
 from kernel.json_format import pretty_json
 from kernel.problems import DomainError
 from plans.admin_display import step_reports
-from plans.approvals import plan_approval_decide
+from plans.approvals import acts_for, plan_approval_decide
 from plans.models import Plan
 
 from .models import ApprovalRequest
-from .selectors import DECIDE_PERMISSION, is_plans_own_member
+from .selectors import DECIDE_PERMISSION
 
 
 class DenyForm(forms.Form):
@@ -78,7 +78,7 @@ class ApprovalQueueAdmin(ReadOnlyPermissions, PlangateModelAdmin):
 
     def object_action_url(self, request: HttpRequest, obj: Any, action_name: str) -> str | None:
         # Nobody decides on a plan made for themselves: no control is drawn for it.
-        if is_plans_own_member(request.user, obj):
+        if acts_for(request.user, obj):
             return None
         return super().object_action_url(request, obj, action_name)
 
@@ -183,7 +183,7 @@ class ApprovalQueueAdmin(ReadOnlyPermissions, PlangateModelAdmin):
                     "steps": step_reports(plan),
                     "review": plan.review or [],
                     "document_json": pretty_json(plan.document),
-                    "own_plan": is_plans_own_member(request.user, plan),
+                    "own_plan": acts_for(request.user, plan),
                     "may_decide": self.has_decide_permission(request),
                 }
             )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
 from members.models import email_normalize
@@ -31,11 +30,3 @@ def approver_users(plan: Plan) -> QuerySet:
         .exclude(email="")
     )
     return users.exclude(email__iexact=email_normalize(plan.member.email)).distinct()
-
-
-def is_plans_own_member(user: AbstractBaseUser | AnonymousUser, plan: Plan) -> bool:
-    """Whether ``user`` is the person ``plan`` acts for: the same e-mail in any case, as
-    ``plans.approvals.plan_approval_decide`` compares them when it refuses
-    ``self_approval`` (which stays the authority; this only decides what is drawn)."""
-    email = str(getattr(user, "email", "") or "").strip()
-    return bool(email) and email.casefold() == plan.member.email.casefold()

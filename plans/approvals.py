@@ -152,6 +152,13 @@ def approval_still_covers(*, plan: Plan, reviews: Sequence[StepReview]) -> Appro
     return approval
 
 
+def acts_for(user: Any, plan: Plan) -> bool:
+    """Whether ``user`` is the person ``plan`` acts for: the same e-mail in any case. Nobody
+    decides on such a plan (``self_approval``); the queue uses it to draw no buttons."""
+    email = str(getattr(user, "email", "") or "").strip()
+    return bool(email) and email.casefold() == plan.member.email.casefold()
+
+
 def _approver_email(plan: Plan, by_user: Any) -> str:
     email = str(getattr(by_user, "email", "") or "").strip()
     if not getattr(by_user, "is_active", False) or not email:
@@ -162,7 +169,7 @@ def _approver_email(plan: Plan, by_user: Any) -> str:
         getattr(by_user, "is_superuser", False) or plan.team.staff.filter(pk=by_user.pk).exists()
     ):
         raise DomainError("permission_denied", "Only the team's staff decide on its plans.")
-    if email.casefold() == plan.member.email.casefold():
+    if acts_for(by_user, plan):
         raise DomainError(
             "self_approval", "Nobody decides on a plan made for themselves; ask another approver."
         )

@@ -11,36 +11,26 @@ answer was lost simply asks again.
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.utils import timezone
 
-from guard.policy_review import plan_reviews
 from kernel.problems import DomainError
 from members.models import Agent
 from members.services import agent_require_active
 
 from .approvals import (
     APPROVAL_POLL_SECONDS,
-    approval_still_covers,
     plan_approval_expire,
 )
-from .intent_tokens import intent_token_sign
 from .models import Plan, PlanToken
 from .records import (
     RefusalContext,
-    plan_issued_record,
     refresh_context,
     refusals_described,
-    token_refreshed_record,
 )
 from .services import (
     IssuedToken,
-    _admitted_policy_version,
-    _member_require_active,
-    _record_token,
-    _role_and_groups,
-    _unpinned_argument_warnings,
     plan_get_for_agent,
+    plan_token_sign_current,
     token_ttl_resolve,
 )
 
@@ -91,58 +81,6 @@ def _approved_token_issue(
     now = timezone.now()
     if plan.status == Plan.Status.EXPIRED or plan.is_expired(now):
         raise DomainError("plan_expired", "The plan is past its lifetime; declare a new plan.")
-    member = _member_require_active(plan.member)
-    role, groups = _role_and_groups(member)
-    version = _admitted_policy_version(agent, plan.document, role, groups, refusal)
-    approval = approval_still_covers(
-        plan=plan,
-        reviews=plan_reviews(version.document, plan.document, role=role, groups=groups, denials=()),
+    return plan_token_sign_current(
+        plan=plan, agent=agent, ttl=ttl, now=now, refusal=refusal, kind=PlanToken.Kind.ISSUE
     )
-    warnings = _unpinned_argument_warnings(version, plan.document, role, groups)
-    signature = intent_token_sign(
-        plan=plan,
-        member=member,
-        role=role,
-        groups=groups,
-        version=version,
-        ttl=ttl,
-        now=now,
-        approval=approval,
-    )
-    with transaction.atomic():
-        # Under lock: a revocation that lands meanwhile wins, as at refresh.
-        status = (
-            Plan.objects.select_for_update()
-            .filter(pk=plan.pk)
-            .values_list("status", flat=True)
-            .get()
-        )
-        if status == Plan.Status.REVOKED:
-            raise DomainError("plan_revoked", "The plan was revoked; declare a new plan.")
-        if plan.tokens.exists():
-            token_refreshed_record(
-                plan=plan,
-                agent=agent,
-                user=member.email,
-                version=version,
-                kid=signature.kid,
-                issued_at=signature.issued_at,
-                expires_at=signature.expires_at,
-            )
-        else:
-            plan_issued_record(
-                plan=plan,
-                kid=signature.kid,
-                issued_at=signature.issued_at,
-                expires_at=signature.expires_at,
-                ttl=ttl,
-            )
-        return _record_token(
-            plan=plan,
-            kind=PlanToken.Kind.ISSUE,
-            signature=signature,
-            role=role,
-            groups=groups,
-            version=version,
-            warnings=warnings,
-        )

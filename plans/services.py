@@ -280,12 +280,31 @@ def _plan_refresh(
         raise DomainError("plan_revoked", "The plan was revoked; declare a new plan.")
     if plan.status == Plan.Status.EXPIRED or plan.is_expired(now):
         raise DomainError("plan_expired", "The plan is past its lifetime; declare a new plan.")
+    return plan_token_sign_current(
+        plan=plan, agent=agent, ttl=ttl, now=now, refusal=refusal, kind=PlanToken.Kind.REFRESH
+    )
+
+
+def plan_token_sign_current(
+    *,
+    plan: Plan,
+    agent: Agent,
+    ttl: int,
+    now: datetime,
+    refusal: RefusalContext,
+    kind: PlanToken.Kind,
+) -> IssuedToken:
+    """Sign ``plan`` for its member as they are now, under the agent's current policy: a
+    refresh (``kind`` REFRESH) and an approved plan's token (ISSUE) alike. The plan was
+    checked by the caller (its agent, status and lifetime); the member must still be
+    active and the policy must still admit every step; an approval stands while the policy
+    asks review of the same steps or fewer. Appends ``token_refreshed``, or ``plan_issued``
+    for a plan's first token."""
     # The plan's member by id, read with the plan: the person the plan was declared for,
     # even if their e-mail was edited since.
     member = _member_require_active(plan.member)
     role, groups = _role_and_groups(member)
     version = _admitted_policy_version(agent, plan.document, role, groups, refusal)
-    # The approval stands while the policy asks review of the same steps or fewer.
     approval = approval_still_covers(
         plan=plan,
         reviews=plan_reviews(version.document, plan.document, role=role, groups=groups, denials=()),
@@ -313,18 +332,27 @@ def _plan_refresh(
         )
         if status == Plan.Status.REVOKED:
             raise DomainError("plan_revoked", "The plan was revoked; declare a new plan.")
-        token_refreshed_record(
-            plan=plan,
-            agent=agent,
-            user=member.email,
-            version=version,
-            kid=signature.kid,
-            issued_at=signature.issued_at,
-            expires_at=signature.expires_at,
-        )
+        if kind == PlanToken.Kind.ISSUE and not plan.tokens.exists():
+            plan_issued_record(
+                plan=plan,
+                kid=signature.kid,
+                issued_at=signature.issued_at,
+                expires_at=signature.expires_at,
+                ttl=ttl,
+            )
+        else:
+            token_refreshed_record(
+                plan=plan,
+                agent=agent,
+                user=member.email,
+                version=version,
+                kid=signature.kid,
+                issued_at=signature.issued_at,
+                expires_at=signature.expires_at,
+            )
         return _record_token(
             plan=plan,
-            kind=PlanToken.Kind.REFRESH,
+            kind=kind,
             signature=signature,
             role=role,
             groups=groups,

@@ -254,54 +254,33 @@ def load(
     duration: float,
 ) -> Load:
     """`concurrency` threads, thread k sending requests[k], requests[k + concurrency]... in
-    turn; only requests inside the recorded window count."""
-    started = time.perf_counter()
-    window_start, window_end = started + warmup, started + warmup + duration
-    result = Load(name, duration)
-    lock = threading.Lock()
-    base_headers = {"Authorization": f"Bearer {server.api_key}"}
+    turn; only requests inside the recorded window count (bench/run.py's drive_load)."""
+    import run  # bench/run.py, the same module when it runs as the script (see its end)
 
-    def client_loop(index: int) -> None:
-        mine = requests[index::concurrency] or requests[:1]
-        latencies: list[float] = []
-        errors, first_error = 0, ""
-        with httpx.Client(base_url=server.base_url, headers=base_headers, timeout=10) as client:
-            for turn in range(10**6):
-                begin = time.perf_counter()
-                if begin >= window_end:
-                    break
-                path, headers = mine[turn % len(mine)]
-                try:
-                    response = client.get(path, headers=headers)
-                    ok = response.status_code == expected
-                    problem = "" if ok else f"{response.status_code} {response.text[:200]}"
-                except httpx.HTTPError as error:
-                    ok, problem = False, f"{type(error).__name__}: {error}"
-                end = time.perf_counter()
-                if begin >= window_start and end <= window_end:
-                    if ok:
-                        latencies.append(end - begin)
-                    else:
-                        errors += 1
-                        first_error = first_error or problem
-        with lock:
-            result.latencies.extend(latencies)
-            result.errors += errors
-            result.first_error = result.first_error or first_error
+    shares = [requests[index::concurrency] or requests[:1] for index in range(concurrency)]
 
-    threads = [threading.Thread(target=client_loop, args=(k,)) for k in range(concurrency)]
-    for thread in threads:
-        thread.start()
-    time.sleep(max(0.0, window_start - time.perf_counter()))
-    cpu_before = server.cpu_seconds()
-    time.sleep(max(0.0, window_end - time.perf_counter()))
-    cpu_after = server.cpu_seconds()
-    for thread in threads:
-        thread.join(30)
-    if cpu_before is not None and cpu_after is not None:
-        result.server_cpu = cpu_after - cpu_before
-    result.latencies.sort()
-    return result
+    def send(client: httpx.Client, index: int, turn: int) -> httpx.Response:
+        path, headers = shares[index][turn % len(shares[index])]
+        return client.get(path, headers=headers)
+
+    figures = run.drive_load(
+        server,
+        concurrency=concurrency,
+        warmup=warmup,
+        duration=duration,
+        headers={"Authorization": f"Bearer {server.api_key}"},
+        send=send,
+        expected_status=expected,
+        max_requests=10**6,
+    )
+    return Load(
+        name,
+        duration,
+        latencies=figures.latencies,
+        errors=figures.errors,
+        first_error=figures.first_error,
+        server_cpu=figures.server_cpu,
+    )
 
 
 # --- main ------------------------------------------------------------------------------------

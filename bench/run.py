@@ -369,35 +369,53 @@ def client_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_load(
-    server: Server, scenario: Scenario, *, concurrency: int, warmup: float, duration: float
-) -> LoadResult:
-    """Drive `scenario` from `concurrency` threads: `warmup` seconds unrecorded, then
-    `duration` seconds recorded. Only requests that start and finish inside the recorded
-    window count. Each thread stops by itself at the deadline or after
-    MAX_REQUESTS_PER_CLIENT requests."""
-    duration = min(duration, MAX_SCENARIO_SECONDS)
+@dataclass
+class LoadFigures:
+    """What one load run measured: latencies (sorted) of the requests that started and
+    finished inside the recorded window, the failures among them, and CPU seconds spent
+    by the server and by this client over that window."""
+
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+    first_error: str = ""
+    server_cpu: float | None = None
+    client_cpu: float = 0.0
+
+
+def drive_load(
+    server: Server,
+    *,
+    concurrency: int,
+    warmup: float,
+    duration: float,
+    headers: dict[str, str],
+    send: Callable[[httpx.Client, int, int], httpx.Response],
+    expected_status: int,
+    max_requests: int = MAX_REQUESTS_PER_CLIENT,
+) -> LoadFigures:
+    """Drive the server from `concurrency` threads: `warmup` seconds unrecorded, then
+    `duration` seconds recorded. Thread k calls `send(client, k, turn)` for turn 0, 1, ...
+    until the window ends or after `max_requests`. Only requests that start and finish
+    inside the recorded window count."""
     started = time.perf_counter()
     window_start = started + warmup
     window_end = window_start + duration
-    result = LoadResult(scenario, duration)
+    figures = LoadFigures()
     lock = threading.Lock()
-    headers = {"Authorization": f"Bearer {server.api_key}", "Content-Type": "application/json"}
 
     def client_loop(index: int) -> None:
         latencies: list[float] = []
         errors, first_error = 0, ""
-        path, body = scenario.path(index), scenario.body(index)
         with httpx.Client(
             base_url=server.base_url, headers=headers, timeout=REQUEST_TIMEOUT_SECONDS
         ) as client:
-            for _ in range(MAX_REQUESTS_PER_CLIENT):
+            for turn in range(max_requests):
                 begin = time.perf_counter()
                 if begin >= window_end:
                     break
                 try:
-                    response = client.request(scenario.method, path, content=body)
-                    ok = response.status_code == scenario.expected_status
+                    response = send(client, index, turn)
+                    ok = response.status_code == expected_status
                     problem = "" if ok else f"{response.status_code} {response.text[:300]}"
                 except httpx.HTTPError as exc:
                     ok, problem = False, f"{type(exc).__name__}: {exc}"
@@ -409,9 +427,9 @@ def run_load(
                         errors += 1
                         first_error = first_error or problem
         with lock:
-            result.latencies.extend(latencies)
-            result.errors += errors
-            result.first_error = result.first_error or first_error
+            figures.latencies.extend(latencies)
+            figures.errors += errors
+            figures.first_error = figures.first_error or first_error
 
     threads = [
         threading.Thread(target=client_loop, args=(index,), daemon=True)
@@ -426,10 +444,39 @@ def run_load(
     for thread in threads:
         thread.join(timeout=REQUEST_TIMEOUT_SECONDS + 5)
     if cpu_before is not None and cpu_after is not None:
-        result.server_cpu = cpu_after - cpu_before
-    result.client_cpu = client_after - client_before
-    result.latencies.sort()
-    return result
+        figures.server_cpu = cpu_after - cpu_before
+    figures.client_cpu = client_after - client_before
+    figures.latencies.sort()
+    return figures
+
+
+def run_load(
+    server: Server, scenario: Scenario, *, concurrency: int, warmup: float, duration: float
+) -> LoadResult:
+    """One scenario under load (drive_load); each thread sends its own path and body."""
+    duration = min(duration, MAX_SCENARIO_SECONDS)
+    # Each thread's request is built once, so building it costs the client nothing per call.
+    requests = [(scenario.path(index), scenario.body(index)) for index in range(concurrency)]
+    figures = drive_load(
+        server,
+        concurrency=concurrency,
+        warmup=warmup,
+        duration=duration,
+        headers={"Authorization": f"Bearer {server.api_key}", "Content-Type": "application/json"},
+        send=lambda client, index, turn: client.request(
+            scenario.method, requests[index][0], content=requests[index][1]
+        ),
+        expected_status=scenario.expected_status,
+    )
+    return LoadResult(
+        scenario,
+        duration,
+        latencies=figures.latencies,
+        errors=figures.errors,
+        first_error=figures.first_error,
+        server_cpu=figures.server_cpu,
+        client_cpu=figures.client_cpu,
+    )
 
 
 def make_scenarios(server: Server, concurrency: int) -> list[Scenario]:

@@ -13,12 +13,11 @@ from tests.integration.processes import (
     NEEDS_REDIS,
     forget_queue,
     process_env,
-    start,
+    start_beat_worker,
     stop,
     tail,
     unique_queue,
     wait_for,
-    worker_args,
 )
 
 from .helpers import append, sealed_seqs
@@ -41,12 +40,7 @@ def test_beat_and_a_real_worker_seal_new_records_on_schedule(tmp_path, team, oth
         PLAN_EXPIRY_SWEEP_SECONDS="3600",
         CELERY_TASK_DEFAULT_QUEUE=queue,
     )
-    log = tmp_path / "worker.log"
-    worker = start(
-        worker_args(queue, "-B", "--schedule", str(tmp_path / "celerybeat-schedule")),
-        env=env,
-        log=log,
-    )
+    worker, log = start_beat_worker(queue, env=env, directory=tmp_path)
 
     def all_sealed() -> bool:
         return worker.poll() is not None or not AuditRecord.objects.unsealed().exists()

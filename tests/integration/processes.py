@@ -116,6 +116,15 @@ def worker_args(queue: str, *extra: str, celery: str | Path | None = None) -> li
     ]
 
 
+def start_beat_worker(
+    queue: str, *, env: dict[str, str], directory: Path
+) -> tuple[subprocess.Popen, Path]:
+    """``celery worker -B`` on ``queue``, its beat schedule and log in ``directory``."""
+    log = directory / "worker.log"
+    args = worker_args(queue, "-B", "--schedule", str(directory / "celerybeat-schedule"))
+    return start(args, env=env, log=log), log
+
+
 def forget_queue(queue: str, broker_url: str | None = None) -> None:
     """Remove what a test's queue left in Redis."""
     import redis

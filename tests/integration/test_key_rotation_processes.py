@@ -21,12 +21,11 @@ from .processes import (
     ROOT,
     forget_queue,
     process_env,
-    start,
+    start_beat_worker,
     stop,
     tail,
     unique_queue,
     wait_for,
-    worker_args,
 )
 
 DAY = 86400
@@ -105,12 +104,7 @@ def test_celery_beat_rotates_the_keys_on_schedule_through_a_real_worker(tmp_path
         PLAN_EXPIRY_SWEEP_SECONDS="3600",
         CELERY_TASK_DEFAULT_QUEUE=queue,
     )
-    log = tmp_path / "worker.log"
-    worker = start(
-        worker_args(queue, "-B", "--schedule", str(tmp_path / "celerybeat-schedule")),
-        env=env,
-        log=log,
-    )
+    worker, log = start_beat_worker(queue, env=env, directory=tmp_path)
     active_kids: list[str] = [first_active]
 
     def rotated_twice() -> bool:
@@ -157,12 +151,7 @@ def test_beat_checks_often_and_rotates_an_overdue_key_once_with_the_default_peri
         PLAN_EXPIRY_SWEEP_SECONDS="3600",
         CELERY_TASK_DEFAULT_QUEUE=queue,
     )
-    log = tmp_path / "worker.log"
-    worker = start(
-        worker_args(queue, "-B", "--schedule", str(tmp_path / "celerybeat-schedule")),
-        env=env,
-        log=log,
-    )
+    worker, log = start_beat_worker(queue, env=env, directory=tmp_path)
 
     def checks_after_the_rotation() -> int:
         text = log.read_text(errors="replace")

@@ -12,33 +12,26 @@ agent, a token or a write.
   version's document, the member's role and groups). The code, step, rule and reason are
   the guard's, not a second implementation of them.
 
+Both run ``guard.offline``, the Django-free home these answers share with ``plangate check``
+and ``plangate test``; this module adds the member, the version and the server's settings.
+
 The plan's ``user`` is set to the simulated member: the simulation answers for the member
 chosen, whoever the text names.
 """
 
 from __future__ import annotations
 
-import math
-import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Final
 
 from django.conf import settings
 
-from guard.agent.decider import Decider
-from guard.agent.session import CallDecision, PlanState
+from guard import offline
+from guard.agent.session import CallDecision
 from guard.agent.verified import VerifiedToken
-from guard.claims import IntentClaims
-from guard.plan import plan_hash
-from guard.policy_evaluation import (
-    CompiledPolicy,
-    StepWarning,
-    evaluate_plan,
-    rule_description,
-    unpinned_policy_arguments,
-)
-from guard.policy_review import StepReview, plan_reviews
+from guard.offline import SIMULATED_PLAN_ID, call_decide, plan_answer, simulated_token
+from guard.policy_evaluation import StepDenial, StepWarning, rule_description
+from guard.policy_review import StepReview
 from kernel.problems import DomainError
 from members.models import Member
 from plans.services import plan_document_validate
@@ -47,11 +40,19 @@ from .impact import RefusedStep, member_role_and_groups
 from .models import PolicyVersion
 from .services import policy_document_validate
 
-#: the plan id a simulated token carries (a ULID of zeros: never a real plan's)
-SIMULATED_PLAN_ID: Final = "0" * 26
+__all__ = [
+    "ALLOWED",
+    "POLICY_DENIED",
+    "SIMULATED_PLAN_ID",
+    "USER_DISABLED",
+    "CallSimulation",
+    "PlanSimulation",
+    "simulate_call",
+    "simulate_plan",
+]
 
-ALLOWED: Final = "allowed"
-POLICY_DENIED: Final = "policy_denied"
+ALLOWED: Final = offline.ALLOWED
+POLICY_DENIED: Final = offline.POLICY_DENIED
 USER_DISABLED: Final = "user_disabled"
 
 
@@ -144,21 +145,17 @@ def simulate_plan(*, version: PolicyVersion, member: Member, document: object) -
         document = {**document, "user": member.email}
     plan = plan_document_validate(document)
     role, groups = member_role_and_groups(member)
+    denials: tuple[StepDenial, ...] = ()
+    warnings: tuple[StepWarning, ...] = ()
+    reviews: tuple[StepReview, ...] = ()
     if not member.is_active:
-        decision, denials, warnings, reviews = USER_DISABLED, [], [], []
+        decision = USER_DISABLED
     else:
-        denials = evaluate_plan(version.document, plan, role=role, groups=groups)
-        warnings = (
-            []
-            if denials
-            else unpinned_policy_arguments(version.document, plan, role=role, groups=groups)
-        )
-        decision = POLICY_DENIED if denials else ALLOWED
-        reviews = (
-            plan_reviews(version.document, plan, role=role, groups=groups, denials=denials)
-            if not denials
-            else []
-        )
+        # Issuance's checks, in the guard's one home for them (guard.offline, which
+        # `plangate check` and `plangate test` run too).
+        answer = plan_answer(policy=version.document, plan=plan, role=role, groups=groups)
+        decision = answer.decision
+        denials, warnings, reviews = answer.denials, answer.warnings, answer.reviews
     return PlanSimulation(
         version=version,
         member=member,
@@ -170,8 +167,8 @@ def simulate_plan(*, version: PolicyVersion, member: Member, document: object) -
             RefusedStep(index=denial.step, tool=denial.tool, rule=denial.rule, reason=denial.reason)
             for denial in denials
         ),
-        warnings=tuple(warnings),
-        reviews=tuple(reviews),
+        warnings=warnings,
+        reviews=reviews,
     )
 
 
@@ -182,57 +179,24 @@ def simulate_call(
     plan = simulate_plan(version=version, member=member, document=document)
     if not plan.allowed:
         return CallSimulation(plan=plan, tool=tool, args=args, guard=None)
-    decider = Decider(
-        lock=threading.Lock(),
-        publish=_shown_nowhere,
-        wake_refresher=_no_refresh,
-        auto_refresh=False,
-    )
-    state = PlanState(
-        SIMULATED_PLAN_ID,
-        plan.plan,
-        plan_hash(plan.plan),
-        _fresh_token(plan),
-        report_arguments=False,
-    )
-    return CallSimulation(
-        plan=plan, tool=tool, args=args, guard=decider.decide(state, tool, args, time.time())
-    )
+    (decision,) = call_decide(_fresh_token(plan), [(tool, args)])
+    return CallSimulation(plan=plan, tool=tool, args=args, guard=decision)
 
 
 def _fresh_token(plan: PlanSimulation) -> VerifiedToken:
-    """A verified token as the guard holds one after declaring ``plan``: the claims the
-    control plane signs (plans.intent_tokens) and the policy snapshot compiled for the
-    member as the guard compiles it (guard.agent.answer). Never expiring: a simulated call
-    is decided, not timed."""
+    """The token the control plane would sign for ``plan`` now (its issuer and lifetime,
+    the version's number and hash), as the guard holds it (guard.offline.simulated_token).
+    An old version is checked by today's validator too (invalid_policy, with paths), as a
+    guard would check the snapshot its token carries."""
     version = plan.version
-    now = int(time.time())
-    claims = IntentClaims(
-        iss=settings.PLANGATE_ISSUER,
-        sub=plan.member.email,
-        jti=SIMULATED_PLAN_ID,
-        iat=now,
-        exp=now + settings.PLANGATE_TOKEN_TTL,
-        ph=plan_hash(plan.plan),
+    return simulated_token(
         plan=plan.plan,
-        agent="",
-        pol=version.document,
-        polv=version.number,
-        polh=version.hash,
+        policy=version.document,
         role=plan.role,
         groups=plan.groups,
+        issuer=settings.PLANGATE_ISSUER,
+        ttl=settings.PLANGATE_TOKEN_TTL,
+        policy_version=version.number,
+        policy_digest=version.hash,
+        validate=policy_document_validate,
     )
-    # An old version is checked by today's validator too (invalid_policy, with paths), as a
-    # guard would check the snapshot its token carries.
-    policy = CompiledPolicy(
-        policy_document_validate(claims.pol), role=claims.role, groups=claims.groups
-    )
-    return VerifiedToken("", claims, policy, math.inf, math.inf, kid="")
-
-
-def _shown_nowhere(*args: Any, **kwargs: Any) -> None:
-    """No ACP display: nobody watches a simulated plan."""
-
-
-def _no_refresh() -> None:
-    """No refresher: a simulated token never needs one."""

@@ -33,8 +33,10 @@ from guard.policy_evaluation import CompiledPolicy, PolicyDecision, StepDenial, 
 from guard.tokens import unverified_claims, unverified_header, verify_token
 
 # The agent side (guard.agent) needs httpx; the server only needs the core above, so the
-# agent side is imported when first asked for: `from guard import Guard`.
-_AGENT_NAMES = frozenset({"Guard", "CallBlocked", "CallDecision", "GuardError", "GuardStatus"})
+# agent side is imported when first asked for: `from guard import Guard` (or `AsyncGuard`).
+_AGENT_NAMES = frozenset(
+    {"AsyncGuard", "Guard", "CallBlocked", "CallDecision", "GuardError", "GuardStatus"}
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -51,6 +53,7 @@ __all__ = [
     "MAX_STEPS",
     "PLAN_VERSION",
     "TOOL_NAME_PATTERN",
+    "AsyncGuard",
     "CallBlocked",
     "CallDecision",
     "CompiledPlan",

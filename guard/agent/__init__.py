@@ -7,6 +7,7 @@ with `decider`, `session`, `answer`), never the Guard or its HTTP client: those 
 the core (`guard.plan`, `guard.policy`, `guard.tokens`...) does not.
 
     guard.py      Guard: declare, check, call, tool, status, close
+    async_guard.py  AsyncGuard: the Guard for asyncio code, network calls off the loop
     decider.py    deciding a call (the hot path), step budgets, stopping a plan
     session.py    one plan's state, CallDecision and the fixed decisions
     answer.py     verifying a declare/refresh answer (the token for exactly the plan sent)
@@ -24,6 +25,7 @@ the core (`guard.plan`, `guard.policy`, `guard.tokens`...) does not.
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from guard.agent.async_guard import AsyncGuard
     from guard.agent.errors import ApprovalError, CallBlocked, GuardError
     from guard.agent.guard import Guard
     from guard.agent.session import CallDecision
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 # does not load the Guard and its HTTP client.
 _EXPORTS = {
     "ApprovalError": "guard.agent.errors",
+    "AsyncGuard": "guard.agent.async_guard",
     "CallBlocked": "guard.agent.errors",
     "GuardError": "guard.agent.errors",
     "Guard": "guard.agent.guard",
@@ -55,6 +58,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ApprovalError",
+    "AsyncGuard",
     "CallBlocked",
     "CallDecision",
     "DeclaredPlan",

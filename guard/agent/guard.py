@@ -499,18 +499,44 @@ class Guard:
     def tool(self, name: str | None = None) -> Callable[[F], F]:
         """Decorator: every call of the function is checked as tool `name` (default: the
         function's name) with its arguments by parameter name, then run and recorded.
-        Raises CallBlocked when the call is not allowed."""
+        Raises CallBlocked when the call is not allowed.
+
+        On an ``async def`` the decorated function is a coroutine function too: the call is
+        checked when awaited, and its step completed only once the coroutine returned (not
+        when it raised). An async generator is refused (TypeError): it has no single point
+        at which it returned.
+        """
 
         def decorate(fn: F) -> F:
+            if inspect.isasyncgenfunction(fn):
+                raise TypeError(
+                    f"@guard.tool cannot guard the async generator {fn.__name__!r}: a step"
+                    " is completed when its tool returns; guard the calls it makes instead"
+                )
             tool_name = name or fn.__name__
             signature = inspect.signature(fn)
 
-            @functools.wraps(fn)
-            def guarded(*args: Any, **kwargs: Any) -> Any:
+            def admit(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallDecision:
                 arguments = dict(signature.bind(*args, **kwargs).arguments) if args else kwargs
                 decision = self.check(tool_name, arguments)
                 if not decision.allowed:
                     raise CallBlocked(decision)
+                return decision
+
+            if inspect.iscoroutinefunction(fn):
+
+                @functools.wraps(fn)
+                async def guarded_coroutine(*args: Any, **kwargs: Any) -> Any:
+                    decision = admit(args, kwargs)
+                    result = await fn(*args, **kwargs)
+                    self.completed(decision)
+                    return result
+
+                return guarded_coroutine  # type: ignore[return-value]
+
+            @functools.wraps(fn)
+            def guarded(*args: Any, **kwargs: Any) -> Any:
+                decision = admit(args, kwargs)
                 result = fn(*args, **kwargs)
                 self.completed(decision)
                 return result

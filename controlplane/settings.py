@@ -51,6 +51,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: it times the whole request, names it (X-Request-ID), counts it for /metrics
+    # and logs its one line, whatever any later middleware answers.
+    "kernel.observability.RequestObservabilityMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "kernel.middleware.RejectNulMiddleware",
@@ -327,11 +330,51 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+# "plain" (text for people) or "json" (one JSON object per line, for a log collector:
+# kernel.log_format). Either way each request writes one line on the logger
+# "plangate.request" at REQUEST_LOG_LEVEL (INFO; WARNING turns the lines off).
+LOG_FORMAT = env.str("LOG_FORMAT", default="plain").lower()
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f'LOG_FORMAT must be "plain" or "json", not {LOG_FORMAT!r}.')
+REQUEST_LOG_LEVEL = env.str("REQUEST_LOG_LEVEL", default="INFO")
+_PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": _PLAIN_FORMAT},
+        "request": {"()": "kernel.log_format.RequestLineFormatter", "format": _PLAIN_FORMAT},
+        "json": {"()": "kernel.log_format.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "plain",
+        },
+        "requests": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "request",
+        },
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "plangate.request": {
+            "handlers": ["requests"],
+            "level": REQUEST_LOG_LEVEL,
+            "propagate": False,
+        },
+    },
 }
+
+# Prometheus metrics at /metrics (kernel.metrics, controlplane/metrics.py): off unless
+# asked, and then only for a scraper sending `Authorization: Bearer <METRICS_TOKEN>`.
+# Several processes (gunicorn workers) add up their counts through PROMETHEUS_MULTIPROC_DIR,
+# an environment variable read by prometheus_client itself: see the README.
+METRICS_ENABLED = env.bool("METRICS_ENABLED", default=False)
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+if METRICS_ENABLED and len(METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured(
+        "METRICS_ENABLED needs METRICS_TOKEN, at least 16 characters: the token a scraper "
+        "sends as `Authorization: Bearer <token>`."
+    )

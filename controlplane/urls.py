@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 
-from . import probes
+from . import metrics, probes
 
 # Redoc from our static files (SPECTACULAR_SETTINGS["REDOC_DIST"] = "SIDECAR"), in a page with
 # no inline script and no web font from another origin. Redoc's styled-components add
@@ -28,6 +28,7 @@ handler500 = "kernel.problems.handler500"
 urlpatterns = [
     path("healthz", probes.healthz, name="healthz"),
     path("readyz", probes.readyz, name="readyz"),
+    path("metrics", metrics.metrics, name="metrics"),
     path("v1/schema", SpectacularAPIView.as_view(), name="schema"),
     path("v1/docs", api_docs, name="docs"),
     path("v1/audit/", include("audit.urls")),

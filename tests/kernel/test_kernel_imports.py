@@ -69,6 +69,7 @@ def test_controlplane_is_wiring_only():
         "celery.py",
         "admin.py",
         "probes.py",
+        "metrics.py",  # GET /metrics: the scrape, like the probes
     }
     assert not (ROOT / "controlplane" / "management").exists()
     assert not (ROOT / "controlplane" / "migrations").exists()

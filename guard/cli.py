@@ -175,7 +175,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.user is not None and isinstance(document, Mapping):
         document = {**document, "user": args.user}
     groups = member_groups(args.group)
-    member = {"user": args.user, "role": args.role, "groups": list(groups)}
+    user = document.get("user") if isinstance(document, Mapping) else None
+    member = {"user": user, "role": args.role, "groups": list(groups)}
     try:
         plan = validate_plan(document)
     except DocumentInvalid as error:

@@ -1,0 +1,137 @@
+"""``plangate-mcp``: serve an MCP server's tools to an MCP client, every call decided by
+the guard.
+
+    plangate-mcp [--url URL] [--issuer ISS] -- COMMAND [ARGS...]
+    plangate-mcp [--url URL] [--issuer ISS] --upstream-url URL
+
+Exit status: 0 when the client closed the connection; 1 when the wrapped server exited,
+broke the protocol or could not be started (the reason on stderr); 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from guard.agent.guard import Guard
+
+__all__ = ["main"]
+
+PROGRAM: Final = "plangate-mcp"
+EXIT_UPSTREAM_FAILED: Final = 1
+EXIT_USAGE: Final = 2
+
+_DESCRIPTION = """\
+Serve the tools of an MCP server to an MCP client over stdio, with the Plangate guard in
+between: the client sees the server's tools plus declare_plan, and every tools/call is
+decided by the guard before it reaches the server. A blocked call is answered with a tool
+error whose text starts with the decision code (no_plan, not_in_plan, policy_denied...).
+Everything else passes through unchanged.
+
+The agent's API key comes from the PLANGATE_API_KEY environment variable (it is not passed
+on to the wrapped server)."""
+
+_EPILOG = """\
+examples:
+  plangate-mcp --url http://localhost:8000 -- npx -y @modelcontextprotocol/server-github
+  plangate-mcp --url http://localhost:8000 --upstream-url http://127.0.0.1:9000/mcp"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROGRAM,
+        usage=(
+            f"{PROGRAM} [options] -- COMMAND [ARGS...]\n"
+            f"       {PROGRAM} [options] --upstream-url URL"
+        ),
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--url", help="the Plangate control plane (default: the PLANGATE_URL environment variable)"
+    )
+    parser.add_argument(
+        "--issuer",
+        help="the iss the intent tokens carry, the server's PLANGATE_ISSUER (default: the"
+        " PLANGATE_ISSUER environment variable, else the control plane's URL)",
+    )
+    parser.add_argument(
+        "--upstream-url",
+        metavar="URL",
+        help="wrap the MCP server at this streamable-HTTP endpoint instead of a command",
+    )
+    parser.add_argument(
+        "--approval-wait",
+        type=float,
+        metavar="SECONDS",
+        help="how long declare_plan waits for a person to approve a plan a policy sends to"
+        " review (default: the guard's, 300)",
+    )
+    return parser
+
+
+def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The gateway's options, and the wrapped server's command after ``--``."""
+    arguments = list(argv)
+    if "--" in arguments:
+        separator = arguments.index("--")
+        return arguments[:separator], arguments[separator + 1 :]
+    return arguments, []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    options, command = _split_command(sys.argv[1:] if argv is None else argv)
+    arguments = parser.parse_args(options)
+    url = arguments.url or os.environ.get("PLANGATE_URL")
+    api_key = os.environ.get("PLANGATE_API_KEY")
+    if not url:
+        parser.error("no control plane: give --url URL or set PLANGATE_URL")
+    if not api_key:
+        parser.error("no API key: set PLANGATE_API_KEY to the agent's key (pg_...)")
+    if command and arguments.upstream_url:
+        parser.error("give the wrapped server's command after --, or --upstream-url, not both")
+    if not command and not arguments.upstream_url:
+        parser.error("no MCP server to wrap: give its command after --, or --upstream-url URL")
+    try:
+        import anyio
+
+        from guard.gateway.serve import serve
+    except ImportError as error:
+        print(
+            f"{PROGRAM}: the MCP gateway needs the mcp extra:"
+            f' pip install "plangate-guard[mcp]" ({error})',
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+
+    guard = _guard(
+        url,
+        api_key,
+        issuer=arguments.issuer or os.environ.get("PLANGATE_ISSUER"),
+        approval_wait=arguments.approval_wait,
+    )
+    try:
+        failure = anyio.run(serve, guard, command or None, arguments.upstream_url)
+    except OSError as error:
+        failure = f"the wrapped MCP server could not be started: {error}"
+    finally:
+        # Ends the plan and delivers the decision log, for at most the guard's close timeout.
+        guard.close()
+    if failure is not None:
+        print(f"{PROGRAM}: {failure}", file=sys.stderr, flush=True)
+        return EXIT_UPSTREAM_FAILED
+    return 0
+
+
+def _guard(url: str, api_key: str, *, issuer: str | None, approval_wait: float | None) -> Guard:
+    from guard.agent.guard import Guard
+
+    if approval_wait is None:
+        return Guard(url, api_key, issuer=issuer)
+    return Guard(url, api_key, issuer=issuer, approval_wait_seconds=approval_wait)

@@ -1,0 +1,256 @@
+"""The gateway's relay: JSON-RPC messages between the MCP client and the wrapped server,
+every ``tools/call`` decided by the guard on its way.
+
+The relay works on the wire's messages (the SDK's transports hand them over as
+``SessionMessage``), not through a server object: whatever the two ends say to each other
+(resources, prompts, completion, logging, progress, cancellation, sampling, elicitation,
+roots, list-changed notifications, methods of protocol versions to come) passes as it was
+sent, ids included. The gateway never sends a request of its own to either end, so ids
+cannot collide; it only answers some of the client's requests itself (see
+`guard.gateway`).
+
+The event loop never waits for the network on the guard's behalf: `check` and `completed`
+are in-memory, and a declaration runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import anyio
+import anyio.to_thread
+from anyio.abc import TaskGroup
+from mcp.client._transport import TransportStreams
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    CONNECTION_CLOSED,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    RequestId,
+)
+from mcp_types._types import PROTOCOL_VERSION_META_KEY
+
+from guard.agent.session import CallDecision
+from guard.agent.tools import DECLARE_PLAN_TOOL
+from guard.gateway.results import (
+    blocked_call_result,
+    call_completed,
+    declare_plan_call_result,
+    tools_with_declare_plan,
+)
+from guard.gateway.upstream import HttpHeaders
+
+__all__ = ["UPSTREAM_CLOSED", "CallGuard", "Relay"]
+
+UPSTREAM_CLOSED: Final = (
+    "the wrapped MCP server closed the connection (it exited, or closed its output)"
+)
+_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+
+
+class CallGuard(Protocol):
+    """What the relay needs of the guard (`guard.agent.Guard`)."""
+
+    def check(self, tool: str, args: Mapping[str, Any]) -> CallDecision: ...
+
+    def completed(self, decision: CallDecision) -> None: ...
+
+    def handle_declare_plan(self, arguments: object) -> dict[str, Any]: ...
+
+
+@dataclass(slots=True)
+class _Forwarded:
+    """A client request on its way to the server, kept until the server answers it."""
+
+    method: str
+    decision: CallDecision | None = None  # a tools/call the guard allowed
+    first_tools_page: bool = False  # a tools/list without a cursor: declare_plan joins it
+
+
+def _is_modern(params: Mapping[str, Any]) -> bool:
+    meta = params.get("_meta")
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+
+
+def _warn(message: str) -> None:
+    print(f"plangate-mcp: {message}", file=sys.stderr, flush=True)
+
+
+class Relay:
+    """One client's connection to one wrapped server, through `guard`.
+
+    `run` returns None when the client closes its side. When the server closes its side or
+    sends what is not JSON-RPC, it answers each request the server left unanswered with a
+    JSON-RPC error, so no client request waits forever, and returns what went wrong.
+    """
+
+    def __init__(
+        self,
+        guard: CallGuard,
+        *,
+        client: TransportStreams,
+        upstream: TransportStreams,
+        http_headers: HttpHeaders | None = None,
+        warn: Callable[[str], None] = _warn,
+    ) -> None:
+        self._guard = guard
+        self._client_read, self._client_write = client
+        self._upstream_read, self._upstream_write = upstream
+        self._http_headers = http_headers
+        self._warn = warn
+        self._forwarded: dict[RequestId, _Forwarded] = {}
+        self._failure: str | None = None
+        self._tasks: TaskGroup | None = None
+
+    async def run(self) -> str | None:
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
+            tasks.start_soon(self._from_upstream)
+            await self._from_client(tasks)
+            tasks.cancel_scope.cancel()
+        return self._failure
+
+    # --- client -> server ---------------------------------------------------------------
+
+    async def _from_client(self, tasks: TaskGroup) -> None:
+        """Relays the client's messages until the client closes its side (or the server's
+        side fails, which cancels this)."""
+        try:
+            async for item in self._client_read:
+                if isinstance(item, Exception):
+                    # A line that is not JSON-RPC: no id to answer to, so JSON-RPC's null one.
+                    await self._to_client(
+                        JSONRPCError(
+                            jsonrpc="2.0",
+                            id=None,
+                            error=ErrorData(code=PARSE_ERROR, message=f"not JSON-RPC: {item}"),
+                        )
+                    )
+                    continue
+                message = item.message
+                if isinstance(message, JSONRPCRequest):
+                    await self._client_request(message, tasks)
+                else:
+                    await self._to_upstream(message)
+        except _GONE:
+            pass  # the client went away: the connection is over
+
+    async def _client_request(self, request: JSONRPCRequest, tasks: TaskGroup) -> None:
+        params = request.params or {}
+        if request.method == "tools/call":
+            name = params.get("name")
+            modern = _is_modern(params)
+            arguments = params.get("arguments")
+            if arguments is None:
+                arguments = {}
+            if name == DECLARE_PLAN_TOOL:
+                tasks.start_soon(self._declare, request.id, arguments, modern)
+                return
+            # The guard decides types too: a name that is not text, arguments that are not
+            # an object, are ``invalid_arguments``.
+            decision = self._guard.check(name, arguments)  # type: ignore[arg-type]
+            if not decision.allowed:
+                await self._answer(request.id, blocked_call_result(decision, modern=modern))
+                return
+            self._forwarded[request.id] = _Forwarded(request.method, decision=decision)
+        else:
+            self._forwarded[request.id] = _Forwarded(
+                request.method,
+                first_tools_page=request.method == "tools/list" and params.get("cursor") is None,
+            )
+        await self._to_upstream(request)
+
+    async def _declare(self, request_id: RequestId, arguments: object, modern: bool) -> None:
+        """Declares the model's plan in a worker thread: the control plane's answer, and a
+        person's approval, may take a while, and the relay goes on meanwhile (calls get
+        ``approval_pending`` while a plan waits for approval). Cancelled with the
+        connection, the thread is abandoned; closing the guard then cuts its wait short."""
+        declared = await anyio.to_thread.run_sync(
+            self._guard.handle_declare_plan, arguments, abandon_on_cancel=True
+        )
+        await self._answer(request_id, declare_plan_call_result(declared, modern=modern))
+
+    async def _to_upstream(self, message: JSONRPCMessage) -> None:
+        metadata = self._http_headers.metadata(message) if self._http_headers else None
+        try:
+            await self._upstream_write.send(SessionMessage(message, metadata))
+        except _GONE:
+            # The transport closed its writing side: the server is gone. The reading side
+            # ends too, and `_from_upstream` reports it.
+            await self._fail(UPSTREAM_CLOSED)
+
+    # --- server -> client ---------------------------------------------------------------
+
+    async def _from_upstream(self) -> None:
+        """Relays the server's messages; its end (or garbage) ends the gateway."""
+        try:
+            async for item in self._upstream_read:
+                if isinstance(item, Exception):
+                    await self._fail(
+                        f"the wrapped MCP server sent a message that is not JSON-RPC: {item}"
+                    )
+                    return
+                message = item.message
+                if isinstance(message, JSONRPCResponse | JSONRPCError):
+                    message = self._server_answer(message)
+                await self._to_client(message)
+        except _GONE:
+            pass
+        await self._fail(UPSTREAM_CLOSED)
+
+    def _server_answer(self, answer: JSONRPCResponse | JSONRPCError) -> JSONRPCMessage:
+        """The server's answer to a relayed request, as the client receives it."""
+        forwarded = self._forwarded.pop(answer.id, None) if answer.id is not None else None
+        if forwarded is None or isinstance(answer, JSONRPCError):
+            return answer  # the step of a failed call stays in progress: it did not return
+        if forwarded.decision is not None:
+            if call_completed(answer.result):
+                self._guard.completed(forwarded.decision)
+        elif forwarded.first_tools_page:
+            result, hidden = tools_with_declare_plan(answer.result)
+            if hidden:
+                self._warn(
+                    f"the wrapped server lists a tool named {DECLARE_PLAN_TOOL!r}: it is"
+                    " hidden behind the guard's own"
+                )
+            return JSONRPCResponse(jsonrpc="2.0", id=answer.id, result=result)
+        elif forwarded.method == "initialize" and self._http_headers is not None:
+            self._http_headers.initialized(answer.result)
+        return answer
+
+    async def _answer(self, request_id: RequestId, result: dict[str, Any]) -> None:
+        await self._to_client(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result))
+
+    async def _to_client(self, message: JSONRPCMessage) -> None:
+        # The client may have gone away: then `_from_client` ends the connection.
+        with suppress(*_GONE):
+            await self._client_write.send(SessionMessage(message))
+
+    # --- the end --------------------------------------------------------------------------
+
+    async def _fail(self, reason: str) -> None:
+        """The server's side is gone: answer what it left unanswered, then end everything."""
+        if self._failure is not None:
+            return
+        self._failure = reason
+        unanswered, self._forwarded = self._forwarded, {}
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+            for request_id in unanswered:
+                await self._to_client(
+                    JSONRPCError(
+                        jsonrpc="2.0",
+                        id=request_id,
+                        error=ErrorData(code=CONNECTION_CLOSED, message=f"plangate-mcp: {reason}"),
+                    )
+                )
+        # Ends `run`: cancels the client side's loop, whatever it waits on.
+        if self._tasks is not None:
+            self._tasks.cancel_scope.cancel()

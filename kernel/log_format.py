@@ -1,9 +1,9 @@
 """Log lines as JSON objects, one per line (``LOG_FORMAT=json``), for a log collector.
 
-Every record becomes ``{"time", "level", "logger", "message", ...}`` followed by the fields
-it was given as ``extra`` (the request line's ``request_id``, ``status``, ``agent``...), and
-``exception`` with the traceback when there is one. Nothing is lost to a format string, and
-a value that JSON cannot hold is written as its ``str``.
+Every record becomes ``{"time", "level", "logger", "message", "process", ...}`` followed
+by the fields it was given as ``extra`` (the request line's ``request_id``, ``status``,
+``agent``...), and ``exception`` with the traceback when there is one. Nothing is lost to a
+format string, and a value that JSON cannot hold is written as its ``str``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
+            # Which of several worker processes wrote it.
+            "process": record.process,
         }
         for name, value in vars(record).items():
             if name not in _STANDARD_ATTRIBUTES and not name.startswith("_"):

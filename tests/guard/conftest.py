@@ -4,11 +4,17 @@
 test's own database connection (requests run on the calling thread, so these guards run
 with no background threads). `live_guard` talks to a real HTTP server (pytest-django's
 `live_server`) for what needs threads: background refresh and the decision log.
+
+`make_any_guard` and `live_any_guard` build the same guards for each `guard_kind`: a
+`Guard`, or an `AsyncGuard` behind a facade with `Guard`'s API (see guard_kinds). A test
+module that covers the guard's public behaviour runs for both by taking them as its
+`make_guard` / `live_guard`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +26,7 @@ from django.db import close_old_connections
 from guard.agent import Guard
 
 from .client_helpers import FakeClock, Switchboard
+from .guard_kinds import GUARD_KINDS, GuardKind, build_guard
 
 WSGI_URL = "http://testserver"
 
@@ -81,6 +88,52 @@ def live_guard(live_server, agent) -> Iterator[Callable[..., Guard]]:
         options = {"issuer": settings.PLANGATE_ISSUER, "report_interval": 0.05, **options}
         api_key = options.pop("api_key", agent.api_key)
         guard = Guard(live_server.url, api_key, **options)
+        guards.append(guard)
+        return guard
+
+    yield make
+    for guard in guards:
+        guard.close()
+
+
+@pytest.fixture(params=GUARD_KINDS)
+def guard_kind(request) -> GuardKind:
+    return request.param
+
+
+@pytest.fixture
+def make_any_guard(agent, switchboard, clock, guard_kind) -> Iterator[Callable[..., Any]]:
+    """`make_guard`, for the `guard_kind` of the test."""
+    guards: list[Any] = []
+
+    def make(**options) -> Any:
+        options = {
+            "issuer": settings.PLANGATE_ISSUER,
+            "transport": switchboard,
+            "clock": clock,
+            "auto_refresh": False,
+            "report": False,
+            **options,
+        }
+        api_key = options.pop("api_key", agent.api_key)
+        guard = build_guard(guard_kind, WSGI_URL, api_key, share_test_connection=True, **options)
+        guards.append(guard)
+        return guard
+
+    yield make
+    for guard in guards:
+        guard.close()
+
+
+@pytest.fixture
+def live_any_guard(live_server, agent, guard_kind) -> Iterator[Callable[..., Any]]:
+    """`live_guard`, for the `guard_kind` of the test."""
+    guards: list[Any] = []
+
+    def make(**options) -> Any:
+        options = {"issuer": settings.PLANGATE_ISSUER, "report_interval": 0.05, **options}
+        api_key = options.pop("api_key", agent.api_key)
+        guard = build_guard(guard_kind, live_server.url, api_key, **options)
         guards.append(guard)
         return guard
 

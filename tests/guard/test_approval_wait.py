@@ -29,6 +29,7 @@ from guard.plan import plan_hash, validate_plan
 from tests.conftest import plan_document
 
 from .client_helpers import FakeClock, TestSigner, wait_until
+from .guard_kinds import build_guard
 from .test_acp import assert_valid_v1, assert_valid_v2, statuses
 
 URL = "http://control-plane.test"
@@ -167,10 +168,12 @@ def sleeper(clock) -> RecordingSleeper:
 
 
 @pytest.fixture
-def make(clock, sleeper):
-    guards: list[Guard] = []
+def make(clock, sleeper, guard_kind):
+    """Guards over the fake control plane: a Guard, or an AsyncGuard behind the facade (every
+    test using it runs for both, see conftest.guard_kind)."""
+    guards: list[Any] = []
 
-    def build(replies: list[Reply], **options: Any) -> tuple[Guard, FakeControlPlane, list]:
+    def build(replies: list[Reply], **options: Any) -> tuple[Any, FakeControlPlane, list]:
         control_plane = FakeControlPlane(clock, replies)
         shown: list[dict[str, Any]] = []
         options = {
@@ -181,7 +184,9 @@ def make(clock, sleeper):
             "acp_sink": shown.append,
             **options,
         }
-        guard = Guard(URL, "pg_test", transport=control_plane.transport(), **options)
+        guard = build_guard(
+            guard_kind, URL, "pg_test", transport=control_plane.transport(), **options
+        )
         guards.append(guard)
         return guard, control_plane, shown
 

@@ -29,6 +29,19 @@ from tests.plans.approval_helpers import REVIEW_POLICY, REVIEWED_PLAN_STEPS, app
 from .client_helpers import wait_until
 from .test_acp import assert_valid_v2, statuses
 
+
+@pytest.fixture
+def make_guard(make_any_guard):
+    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
+    return make_any_guard
+
+
+@pytest.fixture
+def live_guard(live_any_guard):
+    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
+    return live_any_guard
+
+
 REPO = {"repo": "acme/public-app"}
 MAIL = {"to": "bob@example.test"}
 

@@ -25,6 +25,12 @@ from tests.conftest import POLICY, plan_document
 REPO = {"repo": "acme/public-app"}
 
 
+@pytest.fixture
+def make_guard(make_any_guard):
+    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
+    return make_any_guard
+
+
 def test_declare_returns_the_signed_plan_and_a_planned_call_is_allowed(make_guard, agent):
     guard = make_guard()
 

@@ -11,6 +11,13 @@ from guard.decisions import Decision
 from policies.services import policy_set
 from tests.conftest import plan_document
 
+
+@pytest.fixture
+def make_guard(make_any_guard):
+    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
+    return make_any_guard
+
+
 PAY_POLICY = {
     "version": 1,
     "default": "deny",

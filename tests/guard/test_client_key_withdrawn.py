@@ -5,6 +5,7 @@ the guard refreshes at once; when that fails, calls are blocked as token_invalid
 from __future__ import annotations
 
 import httpx
+import pytest
 from django.utils import timezone
 
 from guard.decisions import Decision
@@ -13,6 +14,19 @@ from plans.models import PlanToken, SigningKey
 from tests.conftest import plan_document
 
 from .client_helpers import json_response, wait_until
+
+
+@pytest.fixture
+def make_guard(make_any_guard):
+    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
+    return make_any_guard
+
+
+@pytest.fixture
+def live_guard(live_any_guard):
+    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
+    return live_any_guard
+
 
 REPO = {"repo": "acme/public-app"}
 PAST_MAX_AGE = 301  # PLANGATE_JWKS_MAX_AGE is 300 s

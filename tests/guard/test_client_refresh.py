@@ -23,6 +23,19 @@ from tests.conftest import POLICY, plan_document
 
 from .client_helpers import wait_until
 
+
+@pytest.fixture
+def make_guard(make_any_guard):
+    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
+    return make_any_guard
+
+
+@pytest.fixture
+def live_guard(live_any_guard):
+    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
+    return live_any_guard
+
+
 REPO = {"repo": "acme/public-app"}
 # The default refresh margin is a fifth of the token's lifetime, at most 120 s: a 900 s
 # token is due for refresh 780 s after it was issued.

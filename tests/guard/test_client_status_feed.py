@@ -17,6 +17,13 @@ from plans.models import Plan, PlanToken
 from plans.services import plan_revoke
 from tests.conftest import plan_document
 
+
+@pytest.fixture
+def make_guard(make_any_guard):
+    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
+    return make_any_guard
+
+
 REPO = {"repo": "acme/public-app"}
 
 

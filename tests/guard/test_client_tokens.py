@@ -24,6 +24,13 @@ from tests.conftest import plan_document
 
 from .client_helpers import TestSigner, reissuing
 
+
+@pytest.fixture
+def make_guard(make_any_guard):
+    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
+    return make_any_guard
+
+
 REPO = {"repo": "acme/public-app"}
 WIDER = plan_document(steps=[{"tool": "github_delete_repo"}, {"tool": "send_email"}])
 

@@ -28,6 +28,12 @@ PLAN = plan_document(
 )
 
 
+@pytest.fixture
+def live_guard(live_any_guard):
+    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
+    return live_any_guard
+
+
 def ended_records(plan_id: str) -> list[AuditRecord]:
     return list(AuditRecord.objects.filter(plan_id=plan_id, kind=AuditRecord.Kind.PLAN_ENDED))
 

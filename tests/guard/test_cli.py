@@ -362,3 +362,25 @@ def test_decode_is_labelled_unverified(tmp_path):
     assert garbage.returncode == 1
     assert garbage.stderr.startswith("UNVERIFIED: ")
     assert "token_invalid: " in garbage.stderr
+
+
+def test_the_examples_ci_line_runs_the_cases(tmp_path):
+    # The Makefile line a team copies into its CI, with the checkout's copy of the command.
+    result = subprocess.run(
+        [
+            "make",
+            "-s",
+            "-C",
+            str(EXAMPLE),
+            "policy-test",
+            f"PLANGATE={sys.executable} -m guard.cli",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("valid policy: policy.json")
+    assert result.stdout.splitlines()[-1].endswith(" passed, 0 failed")

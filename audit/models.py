@@ -74,6 +74,9 @@ class AuditRecord(models.Model):
     prev_hash = models.CharField(max_length=64, blank=True)
     hash = models.CharField(max_length=64, blank=True)
     sealed_at = models.DateTimeField(null=True, blank=True)
+    #: set when retention removed the record's content (audit.retention): the record keeps
+    #: its place in the chain (team, seq, kind, at, prev_hash, hash), nothing else
+    redacted_at = models.DateTimeField(null=True, blank=True)
 
     objects = AuditRecordQuerySet.as_manager()
 

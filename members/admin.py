@@ -98,6 +98,12 @@ class ApprovalWindowField(RevocationBoundField):
     default = Team._meta.get_field("approval_window_seconds").get_default()
 
 
+class RetentionDaysField(RevocationBoundField):
+    """The team's retention period: left out or empty, it is the default, as the bound."""
+
+    default = Team._meta.get_field("retention_days").get_default()
+
+
 @admin.register(Team)
 class TeamAdmin(RecordedChangesAdmin, PlangateModelAdmin):
     list_display = ["name", "slug", "member_count", "agent_count", "log_call_arguments"]
@@ -110,6 +116,7 @@ class TeamAdmin(RecordedChangesAdmin, PlangateModelAdmin):
         "log_call_arguments",
         "revocation_bound_seconds",
         "approval_window_seconds",
+        "retention_days",
         "staff",
         "created_at",
     ]
@@ -139,6 +146,8 @@ class TeamAdmin(RecordedChangesAdmin, PlangateModelAdmin):
             kwargs["form_class"] = RevocationBoundField
         if db_field.name == "approval_window_seconds":
             kwargs["form_class"] = ApprovalWindowField
+        if db_field.name == "retention_days":
+            kwargs["form_class"] = RetentionDaysField
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     def formfield_for_manytomany(self, db_field, request, **kwargs):

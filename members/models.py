@@ -28,6 +28,13 @@ REVOCATION_BOUND_MIN = 1
 REVOCATION_BOUND_MAX = 60
 
 
+#: How long a team's guard decisions and refused attempts are kept (days): a team's
+#: ``retention_days`` (docs/decisions/0044).
+RETENTION_DAYS_DEFAULT = 400
+RETENTION_DAYS_MIN = 1
+RETENTION_DAYS_MAX = 3650
+
+
 def running_agents_stop_within(bounds: Iterable[int | None]) -> str:
     """The admin's words for when a revocation or a disabling reaches running agents, from
     the bounds of the teams it touches (the longest; the default when none is known)."""
@@ -72,6 +79,16 @@ class Team(models.Model):
             " decision; nobody deciding within it expires the request."
         ),
     )
+    retention_days = models.PositiveIntegerField(
+        "retention (days)",
+        default=RETENTION_DAYS_DEFAULT,
+        validators=[MinValueValidator(RETENTION_DAYS_MIN), MaxValueValidator(RETENTION_DAYS_MAX)],
+        help_text=(
+            "Guard decisions and refused attempts older than this many days are removed by"
+            " the worker, after the retention export hook has had them; the audit trail"
+            " keeps their place in its chain and records each removal."
+        ),
+    )
     staff = models.ManyToManyField(
         settings.AUTH_USER_MODEL,
         blank=True,
@@ -87,6 +104,11 @@ class Team(models.Model):
                 condition=Q(revocation_bound_seconds__gte=REVOCATION_BOUND_MIN)
                 & Q(revocation_bound_seconds__lte=REVOCATION_BOUND_MAX),
                 name="team_revocation_bound_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(retention_days__gte=RETENTION_DAYS_MIN)
+                & Q(retention_days__lte=RETENTION_DAYS_MAX),
+                name="team_retention_days_range",
             ),
         ]
 

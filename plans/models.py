@@ -98,6 +98,9 @@ class Plan(models.Model):
     decisions_lost = models.PositiveIntegerField(
         default=0, help_text="guard decisions the agent could not deliver (its queue was full)"
     )
+    #: the guard decisions of this plan before this moment were removed by the team's
+    #: retention (plans.retention); null: none were
+    decisions_removed_before = models.DateTimeField(null=True, blank=True)
     approval = models.CharField(
         max_length=10, choices=Approval.choices, default=Approval.NOT_REQUIRED, blank=True
     )

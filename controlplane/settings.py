@@ -331,12 +331,13 @@ CELERY_BEAT_SCHEDULE = {
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 # "plain" (text for people) or "json" (one JSON object per line, for a log collector:
-# kernel.log_format). Either way each request writes one line on the logger
-# "plangate.request" at REQUEST_LOG_LEVEL (INFO; WARNING turns the lines off).
+# kernel.log_format). Either way each request writes one line, at INFO, on the logger
+# "plangate.request", whose level is REQUEST_LOG_LEVEL (LOG_LEVEL unless set: WARNING turns
+# the lines off).
 LOG_FORMAT = env.str("LOG_FORMAT", default="plain").lower()
 if LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured(f'LOG_FORMAT must be "plain" or "json", not {LOG_FORMAT!r}.')
-REQUEST_LOG_LEVEL = env.str("REQUEST_LOG_LEVEL", default="INFO")
+REQUEST_LOG_LEVEL = env.str("REQUEST_LOG_LEVEL", default=LOG_LEVEL)
 _PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 LOGGING = {
     "version": 1,

@@ -36,7 +36,8 @@ def server_env(tmp_path: Path, multiprocess_dir: Path) -> dict[str, str]:
         "STATIC_ROOT": str(tmp_path),
         "CACHE_URL": "locmemcache://",
         "PLANGATE_RATE_LIMIT": "100000/min",
-        "LOG_LEVEL": "WARNING",  # the request lines have their own level, INFO
+        "LOG_LEVEL": "WARNING",
+        "REQUEST_LOG_LEVEL": "INFO",  # the request lines, and no other
         "LOG_FORMAT": "json",
         "METRICS_ENABLED": "true",
         "METRICS_TOKEN": TOKEN,

@@ -153,7 +153,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         else:
             _print_errors(errors, sys.stdout)
             count = len(errors)
-            print(f"{code}: {args.file}: {count} error{'s' if count != 1 else ''}", file=sys.stderr)
+            print(f"{code}: {name}: {count} error{'s' if count != 1 else ''}", file=sys.stderr)
         return REFUSED
     digest = plan_hash(normalized) if kind == PLAN else policy_hash(normalized)
     if args.json:

@@ -29,6 +29,18 @@ from kernel.problems import Code
 from plans.models import PlanDisplayUpdate, PlanEvent, PlanEventBatch
 from tests.conftest import plan_document
 
+@pytest.fixture
+def make_guard(make_any_guard):
+    """The tests with a guard here run for Guard and AsyncGuard (see conftest.guard_kind)."""
+    return make_any_guard
+
+
+@pytest.fixture
+def live_guard(live_any_guard):
+    """The tests with a guard here run for Guard and AsyncGuard (see conftest.guard_kind)."""
+    return live_any_guard
+
+
 REPO = {"repo": "acme/public-app"}
 PLAN = plan_document(
     steps=[

@@ -379,6 +379,16 @@ def cmd_token_decode(args: argparse.Namespace) -> int:
 # --- the parser ---------------------------------------------------------------------------
 
 
+def _seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more seconds")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="plangate",
@@ -460,7 +470,10 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"the issuer to require (default: $PLANGATE_ISSUER, else the URL before {JWKS_PATH})",
     )
     verify.add_argument(
-        "--leeway", type=int, default=30, help="clock skew allowed, in seconds (default 30)"
+        "--leeway",
+        type=_seconds,
+        default=30,
+        help="clock skew allowed, in seconds (default 30, as the guard)",
     )
     verify.add_argument("--json", action="store_true", help="wrap the answer in an object")
     verify.set_defaults(run=cmd_token_verify)

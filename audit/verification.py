@@ -6,6 +6,8 @@ it means:
 * ``changed``: the record's stored hash is not the hash of its content (an edited row);
 * ``reordered``: its ``prev_hash`` is not the hash of the record now before it (rows moved,
   or the record before was changed and its hash recomputed);
+* a record emptied by retention (``redacted_at``, audit.retention) is checked for its place
+  only, and must be of a kind retention removes and counted by a retention record;
 * ``deleted``: a ``seq`` is missing, or the head says more records were sealed than exist
   (a deleted tail), or sealed records exist with no head at all.
 
@@ -21,6 +23,7 @@ from members.models import Team
 
 from .chain import GENESIS_PREV_HASH, record_hash
 from .models import AuditChainHead, AuditRecord
+from .retention import RETAINED_KINDS, redactions_unaccounted
 
 Problem = Literal["changed", "reordered", "deleted"]
 
@@ -61,6 +64,7 @@ def chain_verify(*, team: Team) -> ChainReport:
     if head is not None:
         records = records.filter(seq__lte=head.last_seq)
     expected_seq, prev_hash, checked = 1, GENESIS_PREV_HASH, 0
+    first_redacted: int | None = None
 
     def report(broken: ChainBreak | None) -> ChainReport:
         return ChainReport(team, checked, unsealed, prev_hash, broken)
@@ -92,7 +96,21 @@ def chain_verify(*, team: Team) -> ChainReport:
                     "before was changed and rehashed)",
                 )
             )
-        if record.hash != record_hash(record):
+        if record.redacted_at is not None:
+            # Emptied by retention (audit.retention): its hash cannot be recomputed, its
+            # place in the chain is checked; only the kinds retention removes may be.
+            first_redacted = first_redacted or record.seq
+            if record.kind not in RETAINED_KINDS:
+                return report(
+                    ChainBreak(
+                        "changed",
+                        record.seq,
+                        record.pk,
+                        f"seq {record.seq} (id {record.pk}) was emptied, but retention "
+                        f"never removes a {record.kind!r} record",
+                    )
+                )
+        elif record.hash != record_hash(record):
             return report(
                 ChainBreak(
                     "changed",
@@ -138,6 +156,16 @@ def chain_verify(*, team: Team) -> ChainReport:
                 None,
                 f"the chain head's hash ({head.last_hash[:12]}…) is not the last record's "
                 f"(seq {last_seq}, {prev_hash[:12]}…)",
+            )
+        )
+    unaccounted = redactions_unaccounted(team_id=team.pk) if first_redacted else 0
+    if unaccounted:
+        return report(
+            ChainBreak(
+                "changed",
+                first_redacted or 1,
+                None,
+                f"{unaccounted} emptied record(s) that no retention record accounts for",
             )
         )
     return report(None)

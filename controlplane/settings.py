@@ -258,6 +258,17 @@ APPROVAL_EXPIRY_SWEEP_SECONDS = env.int("APPROVAL_EXPIRY_SWEEP_SECONDS", default
 # How often the worker numbers and chains the audit records appended since (audit.tasks):
 # the most a record waits before it is sealed and readable by the records API.
 AUDIT_SEAL_SECONDS = env.int("AUDIT_SEAL_SECONDS", default=2)
+# Retention (plans.retention, docs/decisions/0044): how often the worker removes decisions
+# and refused attempts past their team's period, how many rows one batch (one transaction)
+# removes, how many batches per team and table one run takes at most, and after how many
+# seconds a run starts no new batch (the rest waits for the next run).
+RETENTION_SECONDS = env.int("RETENTION_SECONDS", default=3600)
+PLANGATE_RETENTION_BATCH_SIZE = env.int("PLANGATE_RETENTION_BATCH_SIZE", default=1000)
+PLANGATE_RETENTION_MAX_BATCHES = env.int("PLANGATE_RETENTION_MAX_BATCHES", default=100)
+PLANGATE_RETENTION_RUN_SECONDS = env.int("PLANGATE_RETENTION_RUN_SECONDS", default=300)
+# A receiver of audit.retention.retention_export (dotted path) that gets each batch of rows
+# before it is removed; "" (the default): none, the rows are just removed.
+PLANGATE_RETENTION_EXPORT = env.str("PLANGATE_RETENTION_EXPORT", default="")
 
 # E-mail (approvers are notified, notify/). Without EMAIL_URL, e-mails are printed to the
 # process's console (`make run` shows them); production sets EMAIL_URL=smtp+tls://...
@@ -295,6 +306,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict = (
     else {}
 )
 CELERY_TASK_IGNORE_RESULT = True
+# Task modules beyond each app's tasks.py (which autodiscovery finds).
+CELERY_IMPORTS = ["plans.retention"]
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=120)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=100)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
@@ -326,6 +339,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "audit.tasks.seal_audit_records",
         "schedule": max(1, AUDIT_SEAL_SECONDS),
         "options": {"expires": max(1, AUDIT_SEAL_SECONDS)},
+    },
+    "apply-retention": {
+        "task": "plans.retention.apply_retention",
+        "schedule": max(1, RETENTION_SECONDS),
+        "options": {"expires": max(1, RETENTION_SECONDS)},
     },
 }
 

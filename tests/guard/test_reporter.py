@@ -29,6 +29,7 @@ from kernel.problems import Code
 from plans.models import PlanDisplayUpdate, PlanEvent, PlanEventBatch
 from tests.conftest import plan_document
 
+
 @pytest.fixture
 def make_guard(make_any_guard):
     """The tests with a guard here run for Guard and AsyncGuard (see conftest.guard_kind)."""

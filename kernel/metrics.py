@@ -110,6 +110,18 @@ def result_code(status: int, problem_code: str | None) -> str:
     return f"http_{status}"  # a refusal without a problem body (none is known today)
 
 
+# Each label's child, looked up once: `labels()` takes a lock and builds a key every call.
+_ISSUANCE_BY_CODE: dict[str, Counter] = {}
+_REFRESH_BY_CODE: dict[str, Counter] = {}
+
+
+def _child(counter: Counter, children: dict[str, Counter], code: str) -> Counter:
+    child = children.get(code)
+    if child is None:
+        child = children[code] = counter.labels(code)
+    return child
+
+
 def observe_response(
     route: str | None,
     status: int,
@@ -119,10 +131,10 @@ def observe_response(
 ) -> None:
     """Count one answered request; requests to other endpoints cost one comparison."""
     if route == ISSUANCE_ROUTE:
-        ISSUANCE.labels(result_code(status, problem_code)).inc()
+        _child(ISSUANCE, _ISSUANCE_BY_CODE, result_code(status, problem_code)).inc()
         ISSUANCE_SECONDS.observe(seconds)
     elif route == REFRESH_ROUTE:
-        REFRESH.labels(result_code(status, problem_code)).inc()
+        _child(REFRESH, _REFRESH_BY_CODE, result_code(status, problem_code)).inc()
         REFRESH_SECONDS.observe(seconds)
     elif route == EVENTS_ROUTE and status == 202 and body is not None:
         # 202: stored now. A duplicate (200) was counted when it first came.

@@ -25,8 +25,8 @@ arguments plus ``tool_name``, and its rules for the called tool test the argumen
 guard's name the tool. Before timing, both must give the same answer on the allowed call and
 on a call the first deny rule refuses. Guard: ``Guard.check`` whole (plan step, policy,
 budget; the decision log off), on a token it verified, as in bench_guard. Peer:
-``PolicyEvaluator.evaluate(context)``, in its own interpreter, in the same run. Each figure
-is the median of several repeats.
+``PolicyEvaluator.evaluate(context)``, in its own interpreter kept running, each shape timed
+there right after the guard's. Each figure is the median of several repeats, in CPU time.
 
 Run alone: ``python bench/bench_peer.py [--peer-venv DIR]``.
 """
@@ -36,10 +36,13 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import venv
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -165,9 +168,8 @@ from agent_os.policies.schema import (
     PolicyAction, PolicyCondition, PolicyDefaults, PolicyDocument, PolicyRule,
 )
 
-spec = json.load(sys.stdin)
-results = {}
-for shape in spec["shapes"]:
+for request in sys.stdin:  # one shape per line, answered with one line
+    shape = json.loads(request)
     document = PolicyDocument(
         name="bench",
         rules=[
@@ -186,17 +188,16 @@ for shape in spec["shapes"]:
     evaluator = PolicyEvaluator(policies=[document])
     answers = [evaluator.evaluate(context).allowed for context in shape["probes"]]
     context = shape["context"]
-    iterations, repeats = spec["iterations"], spec["repeats"]
+    iterations, repeats = shape["iterations"], shape["repeats"]
     for _ in range(min(iterations, 200)):
         evaluator.evaluate(context)
     samples = []
     for _ in range(repeats):
-        start = time.perf_counter_ns()
+        start = time.process_time_ns()
         for _ in range(iterations):
             evaluator.evaluate(context)
-        samples.append((time.perf_counter_ns() - start) / iterations / 1000)
-    results[shape["name"]] = {"us": statistics.median(samples), "answers": answers}
-print(json.dumps(results))
+        samples.append((time.process_time_ns() - start) / iterations / 1000)
+    print(json.dumps({"us": statistics.median(samples), "answers": answers}), flush=True)
 """
 
 
@@ -204,27 +205,65 @@ def install_peer(folder: Path) -> Path:
     """A new virtualenv in `folder` with the pinned peer; returns its python."""
     venv.create(folder, with_pip=True, clear=True)
     python = folder / "bin" / "python"
-    subprocess.run(
+    installed = subprocess.run(
         [str(python), "-m", "pip", "install", "-q", f"{PEER_PACKAGE}=={PEER_VERSION}"],
-        check=True,
+        capture_output=True,
+        text=True,
         timeout=INSTALL_TIMEOUT_SECONDS,
-        stdout=subprocess.DEVNULL,
+        check=False,
     )
+    if installed.returncode != 0:
+        raise RuntimeError(f"pip could not install the peer:\n{installed.stderr[-3000:]}")
     return python
 
 
-def run_peer(python: Path, shapes: list[dict[str, Any]], iterations: int, repeats: int) -> dict:
-    result = subprocess.run(
-        [str(python), "-c", PEER_DRIVER],
-        input=json.dumps({"shapes": shapes, "iterations": iterations, "repeats": repeats}),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"the peer's driver failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+class Peer:
+    """The peer's interpreter, kept running: each shape is timed there right after the
+    guard's, so both meet the same load on a shared machine."""
+
+    def __init__(self, python: Path) -> None:
+        self.process = subprocess.Popen(
+            [str(python), "-c", PEER_DRIVER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def time(self, shape: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(shape) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer:
+            error = self.process.stderr.read() if self.process.stderr else ""
+            raise RuntimeError(f"the peer's driver failed:\n{error[-3000:]}")
+        return json.loads(answer)
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def cpu_microseconds_per_call(
+    function: Callable[[], object], iterations: int, repeats: int
+) -> float:
+    """Median over `repeats` of the CPU time per call (not wall time: on a shared machine,
+    waiting for a core is not the engine's cost; the peer is timed the same way)."""
+    for _ in range(min(iterations, 1000)):
+        function()
+    samples = []
+    for _ in range(repeats):
+        start = time.process_time_ns()
+        for _ in range(iterations):
+            function()
+        samples.append((time.process_time_ns() - start) / iterations / 1000)
+    return statistics.median(samples)
 
 
 # --- the guard --------------------------------------------------------------------------------
@@ -254,7 +293,7 @@ def guard_figures(
     try:
         guard.declare(plan)
         answers = [guard.check(TOOL, call).allowed for call in probes]
-        microseconds = bench_guard.per_call_microseconds(
+        microseconds = cpu_microseconds_per_call(
             lambda: guard.check(TOOL, CALL), iterations, repeats
         )
     finally:
@@ -290,6 +329,8 @@ def main(args: argparse.Namespace) -> int:
                     "probes": [CALL, *([denied] if denied else [])],
                 }
             )
+    rows = []
+    slowest_ratio = float("inf")
     with tempfile.TemporaryDirectory(prefix="plangate-peer-") as temporary:
         given = getattr(args, "peer_venv", None)
         if given is not None:
@@ -298,47 +339,43 @@ def main(args: argparse.Namespace) -> int:
         else:
             print(f"peer: installing {PEER_PACKAGE}=={PEER_VERSION} into a temporary virtualenv")
             python = install_peer(Path(temporary) / "venv")
-        peer = run_peer(
-            python,
-            [
-                {
-                    "name": shape["name"],
-                    "rules": peer_rules(shape["conditions"]),
-                    "context": {"tool_name": TOOL, **CALL},
-                    "probes": [{"tool_name": TOOL, **call} for call in shape["probes"]],
-                }
-                for shape in shapes
-            ],
-            peer_iterations,
-            repeats,
+        print(
+            f"CPU time, median of {repeats} repeats; {guard_iterations} guard and"
+            f" {peer_iterations} peer decisions per repeat; each shape timed in both in turn"
         )
-    print(
-        f"median of {repeats} repeats; {guard_iterations} guard and {peer_iterations} peer"
-        " decisions per repeat; each engine decides the allowed call after trying every rule"
-    )
-    rows = []
-    slowest_ratio = float("inf")
-    for shape in shapes:
-        guard_us, guard_answers = guard_figures(
-            shape["conditions"], shape["probes"], guard_iterations, repeats
-        )
-        peer_result = peer[shape["name"]]
-        if guard_answers != peer_result["answers"] or guard_answers[0] is not True:
-            raise RuntimeError(
-                f"{shape['name']}: the engines disagree (allowed call, denied call):"
-                f" guard {guard_answers}, peer {peer_result['answers']}"
-            )
-        ratio = peer_result["us"] / guard_us
-        slowest_ratio = min(slowest_ratio, ratio)
-        rows.append(
-            [
-                shape["name"],
-                f"{guard_us:.2f}",
-                f"{peer_result['us']:.1f}",
-                f"{ratio:.1f}x",
-                "yes" if ratio >= TARGET_SPEEDUP else "NO",
-            ]
-        )
+        peer = Peer(python)
+        try:
+            for shape in shapes:
+                guard_us, guard_answers = guard_figures(
+                    shape["conditions"], shape["probes"], guard_iterations, repeats
+                )
+                peer_result = peer.time(
+                    {
+                        "rules": peer_rules(shape["conditions"]),
+                        "context": {"tool_name": TOOL, **CALL},
+                        "probes": [{"tool_name": TOOL, **call} for call in shape["probes"]],
+                        "iterations": peer_iterations,
+                        "repeats": repeats,
+                    }
+                )
+                if guard_answers != peer_result["answers"] or guard_answers[0] is not True:
+                    raise RuntimeError(
+                        f"{shape['name']}: the engines disagree (allowed call, denied call):"
+                        f" guard {guard_answers}, peer {peer_result['answers']}"
+                    )
+                ratio = peer_result["us"] / guard_us
+                slowest_ratio = min(slowest_ratio, ratio)
+                rows.append(
+                    [
+                        shape["name"],
+                        f"{guard_us:.2f}",
+                        f"{peer_result['us']:.1f}",
+                        f"{ratio:.1f}x",
+                        "yes" if ratio >= TARGET_SPEEDUP else "NO",
+                    ]
+                )
+        finally:
+            peer.close()
     print_table(
         ["shape", "guard us", "peer us", "peer / guard", f">= {TARGET_SPEEDUP}x"],
         rows,

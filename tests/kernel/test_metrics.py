@@ -6,6 +6,10 @@ through a scrape before and after, and asserts on the difference.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from django.conf import settings
 from django.test import Client, override_settings
@@ -20,6 +24,7 @@ from plans.models import PlanEvent, SigningKey
 from tests.conftest import plan_document
 from tests.integration.processes import IS_REDIS, NEEDS_REDIS, forget_queue, unique_queue
 
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "metrics-token-for-tests-0123456789"
 ENABLED = override_settings(METRICS_ENABLED=True, METRICS_TOKEN=TOKEN)
 STREAM = "5e1f0c2d3b4a59687766554433221100"
@@ -191,3 +196,34 @@ def test_the_broker_queue_depth_is_read_at_scrape(db):
 def test_an_unreachable_broker_leaves_the_depth_out_and_the_scrape_answers(db):
     samples = scrape()
     assert not any(name == "plangate_celery_queue_depth" for name, _labels in samples)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("environment", "message"),
+    [
+        ({"METRICS_ENABLED": "true"}, "METRICS_ENABLED needs METRICS_TOKEN"),
+        ({"METRICS_ENABLED": "true", "METRICS_TOKEN": "short"}, "METRICS_ENABLED needs"),
+        ({"LOG_FORMAT": "xml"}, "LOG_FORMAT must be"),
+    ],
+    ids=["metrics-without-token", "metrics-short-token", "unknown-log-format"],
+)
+def test_unsafe_or_unknown_observability_settings_refuse_to_start(environment, message):
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        **environment,
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert message in result.stderr

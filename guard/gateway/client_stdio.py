@@ -1,25 +1,24 @@
 """The client's side of the gateway: newline-delimited JSON-RPC over this process's stdin
 and stdout, the SDK's framing and message types.
 
-Not the SDK's ``stdio_server``: it reads stdin in a worker thread that cannot be
-cancelled, so it only stops once the client closes stdin or sends a line. The gateway must
-stop when the wrapped server dies, while the client holds stdin open and silent; here the
-lines are read by a daemon thread that is simply abandoned then.
+Not the SDK's ``stdio_server``, for two reasons. It reads stdin in a worker thread that
+cannot be cancelled, so it only stops once the client closes stdin or sends a line, and
+the gateway must stop when the wrapped server dies while the client holds stdin open and
+silent. And every line then crosses between threads twice, which is most of what a
+gateway adds to a call. Here the event loop reads and writes the descriptors itself, non-
+blocking (a regular file, which never blocks, is read and written as it is).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import BinaryIO, Final
 
 import anyio
-import anyio.from_thread
-import anyio.lowlevel
-import anyio.to_thread
 from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
@@ -38,6 +37,38 @@ def _parse(line: bytes) -> SessionMessage | Exception:
         return error
 
 
+class _Descriptor:
+    """A file descriptor the event loop reads or writes without blocking."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        self.was_blocking = os.get_blocking(fd)
+        if not self.regular:
+            os.set_blocking(fd, False)
+
+    def restore(self) -> None:
+        if not self.regular:
+            with suppress(OSError):
+                os.set_blocking(self.fd, self.was_blocking)
+
+    async def read(self) -> bytes:
+        """The next bytes; empty at the end."""
+        while True:
+            try:
+                return os.read(self.fd, _READ_SIZE)
+            except BlockingIOError:
+                await anyio.wait_readable(self.fd)
+
+    async def write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.fd, view) :]
+            except BlockingIOError:
+                await anyio.wait_writable(self.fd)
+
+
 @asynccontextmanager
 async def client_stdio(
     stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
@@ -51,45 +82,35 @@ async def client_stdio(
         wire = os.dup(1)
         os.dup2(2, 1)
         restore_stdout = wire
-        stdout = os.fdopen(wire, "wb", closefd=False)
-    # Raw reads of the descriptor: a buffered reader's lock, held by the abandoned thread,
-    # would abort the interpreter at exit ("could not acquire lock for <stdin>").
-    source_fd = (stdin if stdin is not None else sys.stdin).fileno()
+    source = _Descriptor((stdin if stdin is not None else sys.stdin).fileno())
+    target = _Descriptor(wire if stdout is None else stdout.fileno())
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
-    token = anyio.lowlevel.current_token()
+    writer_done = anyio.Event()
 
-    def read_lines() -> None:
-        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, RuntimeError, OSError):
-            try:
+    async def read_lines() -> None:
+        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            async with read_writer:
                 pending = b""
-                while chunk := os.read(source_fd, _READ_SIZE):
+                while chunk := await source.read():
                     *lines, pending = (pending + chunk).split(b"\n")
                     for line in lines:
                         if line.strip():
-                            anyio.from_thread.run(read_writer.send, _parse(line), token=token)
-            finally:
-                anyio.from_thread.run_sync(read_writer.close, token=token)
-
-    def write(data: bytes) -> None:
-        stdout.write(data)
-        stdout.flush()
-
-    writer_done = anyio.Event()
+                            await read_writer.send(_parse(line))
 
     async def write_lines() -> None:
         try:
-            with suppress(OSError, ValueError):
+            with suppress(OSError):
                 async with write_reader:
                     async for message in write_reader:
                         line = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                        await anyio.to_thread.run_sync(write, (line + "\n").encode())
+                        await target.write_all((line + "\n").encode())
         finally:
             writer_done.set()
 
-    threading.Thread(target=read_lines, name="plangate-mcp-stdin", daemon=True).start()
     try:
         async with anyio.create_task_group() as tasks:
+            tasks.start_soon(read_lines)
             tasks.start_soon(write_lines)
             try:
                 yield read_stream, write_stream
@@ -101,5 +122,8 @@ async def client_stdio(
                     await writer_done.wait()
                 tasks.cancel_scope.cancel()
     finally:
+        source.restore()
+        target.restore()
         if restore_stdout is not None:
             os.dup2(restore_stdout, 1)
+            os.close(restore_stdout)

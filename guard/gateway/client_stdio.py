@@ -28,6 +28,9 @@ __all__ = ["client_stdio"]
 # Time for answers already handed to the writer to reach the client when the gateway ends.
 _FLUSH_SECONDS: Final = 5.0
 _READ_SIZE: Final = 65536
+# Messages that may wait between the descriptors and the relay: a hand-over then costs no
+# rendezvous (the sender goes on at once), and a line read ahead is parsed ahead.
+_BUFFERED: Final = 64
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:
@@ -84,8 +87,10 @@ async def client_stdio(
         restore_stdout = wire
     source = _Descriptor((stdin if stdin is not None else sys.stdin).fileno())
     target = _Descriptor(wire if stdout is None else stdout.fileno())
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](
+        _BUFFERED
+    )
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](_BUFFERED)
     writer_done = anyio.Event()
 
     async def read_lines() -> None:

@@ -198,7 +198,53 @@ async def measure(url: str, calls: int, rounds: int) -> Figures:
     )
 
 
-def decision_microseconds(control_plane: StandInControlPlane) -> float:
+async def relay_microseconds(guard: Guard, calls: int, rounds: int) -> float:
+    """The relay's own work per tools/call, in this process: a client and a server made of
+    memory streams on either side of `guard.gateway.relay.Relay` (no pipes, no processes,
+    no serialisation), the same call and a fixed answer; the median of `rounds`."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import JSONRPCRequest, JSONRPCResponse
+
+    from guard.gateway.relay import Relay
+
+    def streams() -> tuple[Any, Any]:
+        return anyio.create_memory_object_stream[Any](1)
+
+    client_send, relay_reads_client = streams()
+    relay_writes_client, client_receive = streams()
+    relay_writes_server, server_receive = streams()
+    server_send, relay_reads_server = streams()
+    answer = {"content": [{"type": "text", "text": "hello"}], "isError": False}
+
+    async def server() -> None:
+        async for item in server_receive:
+            response = JSONRPCResponse(jsonrpc="2.0", id=item.message.id, result=answer)
+            await server_send.send(SessionMessage(response))
+
+    relay = Relay(
+        guard,
+        client=(relay_reads_client, relay_writes_client),
+        upstream=(relay_reads_server, relay_writes_server),
+    )
+    params = {"name": TOOL, "arguments": ARGUMENTS}
+    samples = []
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(server)
+        tasks.start_soon(relay.run)
+        for round_index in range(rounds + 1):  # the first round warms up
+            start = time.perf_counter_ns()
+            for call in range(calls):
+                request = JSONRPCRequest(jsonrpc="2.0", id=call, method="tools/call", params=params)
+                await client_send.send(SessionMessage(request))
+                await client_receive.receive()
+            if round_index:
+                samples.append((time.perf_counter_ns() - start) / calls / 1000)
+        tasks.cancel_scope.cancel()
+    return statistics.median(samples)
+
+
+def decision_microseconds(control_plane: StandInControlPlane) -> tuple[float, float]:
+    """(Guard.check alone, a call through the in-process relay), microseconds."""
     guard = Guard(
         "http://plangate.bench",
         "pg_bench",
@@ -210,7 +256,9 @@ def decision_microseconds(control_plane: StandInControlPlane) -> float:
     guard.declare(json.loads(json.dumps(PLAN)))
     check: Callable[[], object] = lambda: guard.check(TOOL, ARGUMENTS)  # noqa: E731
     try:
-        return per_call_microseconds(check, 20_000, 7)
+        return per_call_microseconds(check, 20_000, 7), anyio.run(
+            relay_microseconds, guard, 5000, 5
+        )
     finally:
         guard.close()
 
@@ -229,13 +277,17 @@ def main(args: argparse.Namespace) -> int:
     control_plane = StandInControlPlane(POLICY)
     with served(control_plane) as url:
         figures = anyio.run(measure, url, calls, rounds)
-    decision = decision_microseconds(control_plane)
+    decision, relayed = decision_microseconds(control_plane)
     bare, guarded = figures.bare, figures.guarded
     added = guarded - bare
     print(f"bare server:       {bare:9.1f} us per call")
     print(f"through gateway:   {guarded:9.1f} us per call ({guarded / bare:.2f}x the bare server)")
     print(f"gateway adds:      {added:9.1f} us per call")
     print(f"Guard.check alone: {decision:9.2f} us per decision (in this process, for reference)")
+    print(
+        f"relay in-process:  {relayed:9.1f} us per call (the relay's own work, decision"
+        " included: no pipes, no processes, no JSON)"
+    )
     if figures.gateway_cpu is not None and figures.server_cpu is not None:
         print(
             f"CPU per call:      gateway {figures.gateway_cpu:.0f} us, bare server"

@@ -52,6 +52,7 @@ from .serializers import (
     PlanDetailSerializer,
     PlanRefreshSerializer,
     PlanTokenRequestSerializer,
+    intent_token_body,
 )
 from .services import (
     plan_get_for_agent,
@@ -181,7 +182,7 @@ class PlanCreateView(RecordedRefusalsView):
             return Response(
                 ApprovalRequestedSerializer(issued).data, status=202, headers={"Location": location}
             )
-        return Response(IntentTokenSerializer(issued).data, status=201)
+        return Response(intent_token_body(issued), status=201)
 
 
 class PlanTokenView(RecordedRefusalsView):
@@ -226,7 +227,7 @@ class PlanTokenView(RecordedRefusalsView):
         issued = plan_approved_token_issue(
             agent=request_agent(request), plan_id=plan_id, ttl=body.get("ttl")
         )
-        return Response(IntentTokenSerializer(issued).data)
+        return Response(intent_token_body(issued))
 
 
 class PlanRefreshView(RecordedRefusalsView):
@@ -259,7 +260,7 @@ class PlanRefreshView(RecordedRefusalsView):
         issued = plan_refresh(
             agent=request_agent(request), plan_id=plan_id, token=body["token"], ttl=body.get("ttl")
         )
-        return Response(IntentTokenSerializer(issued).data)
+        return Response(intent_token_body(issued))
 
 
 class PlanDetailView(AgentAPIView):

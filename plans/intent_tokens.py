@@ -45,11 +45,13 @@ def intent_token_sign(
     ttl: int,
     now: datetime,
     approval: Approval | None = None,
+    active_key: SigningKey | None = None,
 ) -> Signature:
     """Sign a token for ``plan``, with ``approval`` as its ``apr`` when a person approved
-    it. Writes nothing: callers sign before their transaction, so it holds the database's
-    write lock only for the inserts."""
-    signer = active_signer()
+    it, with the active key (``active_key`` when the caller read it in this request). Writes
+    nothing: callers sign before their transaction, so it holds the database's write lock
+    only for the inserts."""
+    signer = active_signer(active_key)
     issued_at = int(now.timestamp())
     # A token never outlives the plan it carries.
     expires_at = min(issued_at + ttl, math.floor(plan.expires_at.timestamp()))

@@ -4,8 +4,10 @@ call these instead of rebuilding the queries."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
-from typing import TypedDict
+from dataclasses import dataclass
+from typing import Any, TypedDict, TypeVar
 
 from django.db import connection
 from django.db.models import (
@@ -13,6 +15,7 @@ from django.db.models import (
     BooleanField,
     CharField,
     F,
+    Model,
     OuterRef,
     PositiveIntegerField,
     QuerySet,
@@ -21,9 +24,10 @@ from django.db.models import (
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
-from policies.models import PolicyVersion
+from members.models import Agent, Group, Member, Role, email_normalize
+from policies.models import Policy, PolicyVersion
 
-from .models import Plan, PlanEvent, PlanToken
+from .models import Plan, PlanEvent, PlanToken, SigningKey
 
 
 class DecidedUnderAnnotations(TypedDict):
@@ -101,3 +105,143 @@ def planned_tools(plans: Iterable[dict]) -> list[str]:
             if isinstance(step, dict) and isinstance(step.get("tool"), str):
                 tools.add(step["tool"])
     return sorted(tools)
+
+
+_M = TypeVar("_M", bound=Model)
+
+
+# --- what a signature needs, in one read ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SigningContext:
+    """Everything issuance and refresh check and sign with, as the database holds it now.
+
+    ``member`` is None when the team has no such member; ``version`` None when the agent's
+    policy has published nothing; ``active_key`` None when no key is active (the signer then
+    reads again, and creates the first keys on an empty database: plans.keys.active_signer).
+    """
+
+    member: Member | None
+    role: str | None
+    #: the member's group names, sorted
+    groups: list[str]
+    #: the agent's policy's active (newest) version, its ``policy`` loaded (slug)
+    version: PolicyVersion | None
+    #: the key that signs now: kid, state and encrypted private half only
+    active_key: SigningKey | None
+
+
+def _json_value(value: object) -> object:
+    """A JSON column or aggregate as Python: SQLite (and Django's jsonb loader on
+    PostgreSQL) answer text, psycopg parses ``json``."""
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _loaded(model: type[_M], **values: object) -> _M:
+    """An instance of ``model`` as read from the database, with only ``values`` loaded (the
+    rest deferred): Model.from_db takes them in the order of the model's fields."""
+    names = [field.attname for field in model._meta.concrete_fields if field.attname in values]
+    return model.from_db(connection.alias, names, [values[name] for name in names])
+
+
+def _signing_context_sql(*, member_by_id: bool) -> str:
+    quote = connection.ops.quote_name
+    member = quote(Member._meta.db_table)
+    role = quote(Role._meta.db_table)
+    member_groups = quote(Member.groups.through._meta.db_table)
+    group = quote(Group._meta.db_table)
+    version = quote(PolicyVersion._meta.db_table)
+    policy = quote(Policy._meta.db_table)
+    key = quote(SigningKey._meta.db_table)
+    # json_agg on PostgreSQL, json_group_array on SQLite: the group names in one column.
+    group_names = "json_agg" if connection.vendor == "postgresql" else "json_group_array"
+    # LOWER(email) is what the (team, lower(email)) unique index holds: an index probe, as
+    # MemberQuerySet.for_email. The active version is the newest (of_policy_newest_first).
+    member_match = (
+        "m.id = %s AND m.team_id = %s" if member_by_id else "m.team_id = %s AND LOWER(m.email) = %s"
+    )
+    # Only the models' own table names are formatted in; every value is a parameter.
+    return (
+        "SELECT m.id, m.email, m.is_active, m.role_id, r.name, "  # noqa: S608
+        f"(SELECT {group_names}(g.name) FROM {member_groups} mg "
+        f"JOIN {group} g ON g.id = mg.group_id WHERE mg.member_id = m.id), "
+        "v.id, v.number, v.hash, v.document, p.id, p.team_id, p.slug, "
+        "k.kid, k.state, k.private_key_encrypted "
+        "FROM (SELECT 1 AS one) AS request "
+        f"LEFT JOIN {member} m ON {member_match} "
+        f"LEFT JOIN {role} r ON r.id = m.role_id "
+        f"LEFT JOIN {version} v ON v.id = (SELECT newest.id FROM {version} newest "
+        "WHERE newest.policy_id = %s ORDER BY newest.number DESC LIMIT 1) "
+        f"LEFT JOIN {policy} p ON p.id = v.policy_id "
+        f"LEFT JOIN {key} k ON k.state = %s"
+    )
+
+
+def signing_context_read(
+    *, agent: Agent, member_email: str | None = None, member_id: int | None = None
+) -> SigningContext:
+    """The agent's team member (by ``member_email``, matched as MemberQuerySet.for_email
+    matches it, or by ``member_id``) with their role and groups, the agent's active policy
+    version and the active signing key: one statement, read at every request, so a disabled
+    member, a new policy version or a rotated or revoked key applies at the very next one.
+
+    The ORM would take four queries (tests/plans/test_signing_context.py checks that both
+    give the same answer), and building them cost more than running them.
+    """
+    if (member_email is None) == (member_id is None):
+        raise TypeError("give exactly one of member_email and member_id")
+    if member_id is not None:
+        member_params: list[Any] = [member_id, agent.team_id]
+    else:
+        member_params = [agent.team_id, email_normalize(member_email or "")]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _signing_context_sql(member_by_id=member_id is not None),
+            [*member_params, agent.policy_id, SigningKey.State.ACTIVE],
+        )
+        row = cursor.fetchone()
+    (
+        member_pk, email, is_active, role_id, role_name, group_names,
+        version_pk, number, version_hash, document, policy_pk, policy_team_id, slug,
+        kid, state, private_key_encrypted,
+    ) = row  # fmt: skip
+    member = None
+    if member_pk is not None:
+        member = _loaded(
+            Member,
+            id=member_pk,
+            team_id=agent.team_id,
+            email=email,
+            is_active=bool(is_active),
+            role_id=role_id,
+        )
+    version = None
+    if version_pk is not None:
+        version = _loaded(
+            PolicyVersion,
+            id=version_pk,
+            policy_id=policy_pk,
+            number=number,
+            hash=version_hash,
+            document=_json_value(document),
+        )
+        version.policy = _loaded(Policy, id=policy_pk, team_id=policy_team_id, slug=slug)
+    active_key = None
+    if kid is not None:
+        active_key = _loaded(
+            SigningKey, kid=kid, state=state, private_key_encrypted=private_key_encrypted
+        )
+    names = _json_value(group_names) if member is not None else None
+    groups = (
+        sorted(name for name in names or [] if isinstance(name, str))
+        if isinstance(names, list)
+        else []
+    )
+    return SigningContext(
+        member=member,
+        role=role_name,
+        groups=groups,
+        version=version,
+        active_key=active_key,
+    )

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Field, Model
 from django.utils import timezone
 
 from audit.actors import current_actor
@@ -24,7 +25,6 @@ from kernel.problems import DomainError
 from members.models import Agent, Member
 from members.services import agent_require_active
 from policies.models import PolicyVersion
-from policies.selectors import policy_active_version
 
 from .approvals import ApprovalRequested, approval_still_covers, plan_approval_request
 from .intent_tokens import Signature, intent_token_sign, refresh_token_verify
@@ -39,6 +39,7 @@ from .records import (
     refusals_described,
     token_refreshed_record,
 )
+from .selectors import SigningContext, signing_context_read
 
 
 @dataclass(frozen=True)
@@ -85,16 +86,12 @@ def token_ttl_resolve(ttl: int | None) -> int:
     return ttl
 
 
-def _member_for(agent: Agent, email: str) -> Member:
-    """The member of the agent's team with this e-mail, matched case-insensitively."""
-    # get() drops Meta.ordering, which would join the team table for nothing.
-    try:
-        member = Member.objects.for_email(agent.team_id, email).select_related("role").get()
-    except Member.DoesNotExist:
-        raise DomainError(
-            "unknown_user", f"{email} is not a member of this agent's team."
-        ) from None
-    return _member_require_active(member)
+def _member_require_known(member: Member | None, email: str) -> Member:
+    """The member of the agent's team with this e-mail (matched case-insensitively by
+    plans.selectors.signing_context_read), or ``unknown_user``."""
+    if member is None:
+        raise DomainError("unknown_user", f"{email} is not a member of this agent's team.")
+    return member
 
 
 def _member_require_active(member: Member) -> Member:
@@ -103,19 +100,16 @@ def _member_require_active(member: Member) -> Member:
     return member
 
 
-def _role_and_groups(member: Member) -> tuple[str | None, list[str]]:
-    """The role name and sorted group names a token carries for ``member``."""
-    # One flat query for the names, without Group's Meta.ordering (a join on the team).
-    groups = sorted(member.groups.order_by().values_list("name", flat=True))
-    return (member.role.name if member.role else None), groups
-
-
 def _admitted_policy_version(
-    agent: Agent, plan: dict, role: str | None, groups: list[str], refusal: RefusalContext
+    agent: Agent,
+    plan: dict,
+    context: SigningContext,
+    refusal: RefusalContext,
 ) -> PolicyVersion:
-    """The agent's active policy version, if it admits every step of ``plan``; the version
-    (and the rule) that refused are noted in ``refusal``."""
-    version = policy_active_version(policy=agent.policy_id)
+    """The agent's active policy version (read with the rest of ``context``), if it admits
+    every step of ``plan``; the version (and the rule) that refused are noted in
+    ``refusal``."""
+    version, role, groups = context.version, context.role, context.groups
     if version is None:
         refusal.policy = agent.policy.slug
         raise DomainError("policy_denied", "The agent's policy has no published version.")
@@ -162,15 +156,17 @@ def _record_token(
     warnings: tuple[StepWarning, ...] = (),
 ) -> IssuedToken:
     """Save the token's row (in the caller's transaction); the answer that hands it out."""
-    PlanToken.objects.create(
-        plan=plan,
-        kind=kind,
-        kid=signature.kid,
-        issued_at=signature.issued_at,
-        expires_at=signature.expires_at,
-        policy_version=version,
-        role=role,
-        groups=groups,
+    _row_insert(
+        PlanToken(
+            plan=plan,
+            kind=kind,
+            kid=signature.kid,
+            issued_at=signature.issued_at,
+            expires_at=signature.expires_at,
+            policy_version=version,
+            role=role,
+            groups=groups,
+        )
     )
     return IssuedToken(
         plan=plan,
@@ -180,6 +176,43 @@ def _record_token(
         policy_version=version,
         warnings=warnings,
     )
+
+
+_INSERT_STATEMENTS: dict[tuple[str, str], tuple[str, tuple[Field, ...]]] = {}
+
+
+def _insert_statement(model: type[Model]) -> tuple[str, tuple[Field, ...]]:
+    """The INSERT of one ``model`` row and the fields it takes, in order: every concrete
+    field but an automatic primary key. Built once per process and database vendor."""
+    key = (model._meta.label, connection.vendor)
+    statement = _INSERT_STATEMENTS.get(key)
+    if statement is None:
+        meta = model._meta
+        fields = tuple(field for field in meta.concrete_fields if field is not meta.auto_field)
+        quote = connection.ops.quote_name
+        columns = ", ".join(quote(field.column) for field in fields)
+        placeholders = ", ".join(["%s"] * len(fields))
+        # Only the model's own table and column names are formatted in.
+        sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({placeholders})"  # noqa: S608
+        statement = _INSERT_STATEMENTS[key] = (sql, fields)
+    return statement
+
+
+def _row_insert(instance: Model) -> None:
+    """Insert ``instance`` as ``save(force_insert=True)`` stores it: each value prepared by
+    its own field (defaults, JSON, dates), in the caller's transaction. The ORM builds the
+    INSERT anew for every save, which cost more than running it on the issuance path; the
+    plan and its token are the rows each signature adds (tests/plans/test_row_insert.py
+    holds this to save()'s answer). Sends no signals (nothing listens to these models) and
+    leaves an automatic primary key unset (nothing here reads it)."""
+    sql, fields = _insert_statement(type(instance))
+    values = [
+        field.get_db_prep_save(field.pre_save(instance, add=True), connection) for field in fields
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, values)
+    instance._state.adding = False
+    instance._state.db = connection.alias
 
 
 def plan_issue(
@@ -204,9 +237,11 @@ def _plan_issue(
     plan_document = plan_document_validate(document)
     refusal.plan_hash = plan_hash(plan_document)
     agent_require_active(agent=agent)
-    member = _member_for(agent, plan_document["user"])
-    role, groups = _role_and_groups(member)
-    version = _admitted_policy_version(agent, plan_document, role, groups, refusal)
+    # One read for the member, their role and groups, the policy version and the key.
+    context = signing_context_read(agent=agent, member_email=plan_document["user"])
+    member = _member_require_active(_member_require_known(context.member, plan_document["user"]))
+    role, groups = context.role, context.groups
+    version = _admitted_policy_version(agent, plan_document, context, refusal)
     warnings = _unpinned_argument_warnings(version, plan_document, role, groups)
     now = timezone.now()
     plan = Plan(
@@ -228,10 +263,17 @@ def _plan_issue(
     if reviews:
         return plan_approval_request(plan=plan, reviews=reviews, now=now)
     signature = intent_token_sign(
-        plan=plan, member=member, role=role, groups=groups, version=version, ttl=ttl, now=now
+        plan=plan,
+        member=member,
+        role=role,
+        groups=groups,
+        version=version,
+        ttl=ttl,
+        now=now,
+        active_key=context.active_key,
     )
     with transaction.atomic():
-        plan.save(force_insert=True)
+        _row_insert(plan)
         plan_issued_record(
             plan=plan,
             kid=signature.kid,
@@ -301,10 +343,12 @@ def plan_token_sign_current(
     asks review of the same steps or fewer. Appends ``token_refreshed``, or ``plan_issued``
     for a plan's first token."""
     # The plan's member by id, read with the plan: the person the plan was declared for,
-    # even if their e-mail was edited since.
+    # even if their e-mail was edited since. Their role and groups, the policy version and
+    # the key that signs are read now, in one statement.
     member = _member_require_active(plan.member)
-    role, groups = _role_and_groups(member)
-    version = _admitted_policy_version(agent, plan.document, role, groups, refusal)
+    context = signing_context_read(agent=agent, member_id=member.pk)
+    role, groups = context.role, context.groups
+    version = _admitted_policy_version(agent, plan.document, context, refusal)
     approval = approval_still_covers(
         plan=plan,
         reviews=plan_reviews(version.document, plan.document, role=role, groups=groups, denials=()),
@@ -320,6 +364,7 @@ def plan_token_sign_current(
         ttl=ttl,
         now=now,
         approval=approval,
+        active_key=context.active_key,
     )
     with transaction.atomic():
         # Re-read the status under lock: a revocation that lands meanwhile must win, and

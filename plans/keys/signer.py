@@ -33,15 +33,22 @@ class Signer:
         )
 
 
-def active_signer() -> Signer:
+def active_signer(active_key: SigningKey | None = None) -> Signer:
     """The key that signs now, or DomainError ``no_signing_key``.
 
-    Reads the active key from the database on every call: a rotation or revocation by any
-    process takes effect at the next signature. This is the signing path, a write: on a
-    database with no key at all it creates the first keys, so the first plan issued on a
-    fresh database is signed.
+    The active key is read from the database on every call (or given as ``active_key``, the
+    row the caller read in this same request: plans.selectors.signing_context_read): a
+    rotation or revocation by any process takes effect at the next signature. Only the
+    decryption is kept per process (plans.keys.encryption), keyed by the kid and the
+    ciphertext it was made from. This is the signing path, a write: on a database with no
+    key at all it creates the first keys, so the first plan issued on a fresh database is
+    signed.
     """
-    key = SigningKey.objects.filter(state=State.ACTIVE).first()
+    key = (
+        active_key
+        if active_key is not None
+        else SigningKey.objects.filter(state=State.ACTIVE).first()
+    )
     if key is None:
         try:
             if signing_keys_bootstrap():

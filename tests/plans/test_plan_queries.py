@@ -9,15 +9,17 @@ from django.core.cache import cache
 from members.services import member_upsert
 from tests.conftest import plan_document
 
-# API key, member, group names, policy version, signing key, three inserts (the plan, its
-# token, and its audit record: plans.records) and the savepoint pair of the transaction
-# (pytest-django runs each test inside a transaction); plus the rate limits' two (the
-# address's failed authentications are read, the API key's counter is incremented:
-# kernel/ratelimit.py, with the counters in the database).
-ISSUE_QUERIES = 12
-# Refresh reads the plan with its member (by id, with the role), the key the token names,
-# and the plan's status under lock, instead of looking the member up and inserting the plan.
-REFRESH_QUERIES = 13
+# The rate limits' two (the address's failed authentications are read, the API key's
+# counter is incremented: kernel/ratelimit.py, with the counters in the database), the API
+# key; one read of what signing needs (the member with their role and groups, the policy
+# version, the active signing key: plans.selectors.signing_context_read, which replaced four
+# queries); three inserts (the plan, its token, and its audit record: plans.records) and the
+# savepoint pair of the transaction (pytest-django runs each test inside a transaction).
+ISSUE_QUERIES = 9
+# Refresh reads the plan with its member (by id), the key the token names, then the same one
+# read of what signing needs (the member by id), and the plan's status under lock, instead
+# of inserting the plan. (13 before signing_context_read.)
+REFRESH_QUERIES = 11
 
 
 def many_steps(count: int) -> list[dict]:

@@ -515,7 +515,7 @@ def make_scenarios(server: Server, concurrency: int) -> list[Scenario]:
             lambda i: "/v1/plans",
             lambda i: plan_50,
             201,
-            target=0.20,
+            target=0.25,
         ),
         Scenario(
             "POST /v1/plans/{id}/refresh, 2 steps",
@@ -523,6 +523,7 @@ def make_scenarios(server: Server, concurrency: int) -> list[Scenario]:
             lambda i: f"/v1/plans/{refreshable[i][0]}/refresh",
             lambda i: refreshable[i][1],
             200,
+            target=0.35,
         ),
     ]
 

@@ -86,77 +86,79 @@ def one_database(args: argparse.Namespace, batch_size: int) -> list[list[str]]:
     from benchlib import percentile
 
     rows = []
-    with tempfile.TemporaryDirectory(prefix="plangate-intake-") as tmp:
-        with run.running_server(args, Path(tmp)) as server:
-            print(
-                f"database: {server.database}; gunicorn: {args.workers} sync worker(s); "
-                f"clients: {args.concurrency} threads; {args.warmup:g} s warm-up + "
-                f"{args.duration:g} s per scenario"
+    with (
+        tempfile.TemporaryDirectory(prefix="plangate-intake-") as tmp,
+        run.running_server(args, Path(tmp)) as server,
+    ):
+        print(
+            f"database: {server.database}; gunicorn: {args.workers} sync worker(s); "
+            f"clients: {args.concurrency} threads; {args.warmup:g} s warm-up + "
+            f"{args.duration:g} s per scenario"
+        )
+        plans = declare_plans(server, args.concurrency)
+        events = events_json(batch_size)
+        # One stream per thread; the thread's turn numbers its batches from 1.
+        streams = [f"bench-intake-stream-{index:04d}" for index in range(args.concurrency)]
+
+        def post_batch(client: httpx.Client, index: int, turn: int) -> httpx.Response:
+            body = b'{"stream":"%s","seq":%d,"events":%s}' % (
+                streams[index].encode(),
+                turn + 1,
+                events,
             )
-            plans = declare_plans(server, args.concurrency)
-            events = events_json(batch_size)
-            # One stream per thread; the thread's turn numbers its batches from 1.
-            streams = [f"bench-intake-stream-{index:04d}" for index in range(args.concurrency)]
+            return client.post(f"/v1/plans/{plans[index]}/events", content=body)
 
-            def post_batch(client: httpx.Client, index: int, turn: int) -> httpx.Response:
-                body = b'{"stream":"%s","seq":%d,"events":%s}' % (
-                    streams[index].encode(),
-                    turn + 1,
-                    events,
-                )
-                return client.post(f"/v1/plans/{plans[index]}/events", content=body)
-
-            scenarios = [
-                ("GET /healthz (baseline)", 1, 200, lambda c, i, t: c.get("/healthz")),
-                (f"POST /v1/plans/{{id}}/events, {batch_size} events", batch_size, 202, post_batch),
-            ]
-            baseline_per_core = None
-            for name, events_per_request, expected, send in scenarios:
-                figures = run.drive_load(
-                    server,
-                    concurrency=args.concurrency,
-                    warmup=args.warmup,
-                    duration=min(args.duration, run.MAX_SCENARIO_SECONDS),
-                    headers={
-                        "Authorization": f"Bearer {server.api_key}",
-                        "Content-Type": "application/json",
-                    },
-                    send=send,
-                    expected_status=expected,
-                )
-                requests = len(figures.latencies)
-                per_second = requests / args.duration
-                cpu = figures.server_cpu
-                per_core = requests / cpu if cpu else None
-                if baseline_per_core is None:
-                    baseline_per_core = per_core
-                items = requests * events_per_request
-                items_per_core = items / cpu if cpu else None
-                verdict = ""
-                if events_per_request > 1 and items_per_core is not None:
-                    met = items_per_core >= TARGET_EVENTS_PER_CORE_SECOND
-                    verdict = f">= {TARGET_EVENTS_PER_CORE_SECOND:,} ({'met' if met else 'below'})"
-                rows.append(
-                    [
-                        name,
-                        f"{per_second:,.0f}",
-                        f"{items / args.duration:,.0f}",
-                        "n/a" if items_per_core is None else f"{items_per_core:,.0f}",
-                        f"{percentile(figures.latencies, 0.50) * 1000:.1f}",
-                        f"{percentile(figures.latencies, 0.99) * 1000:.1f}",
-                        str(figures.errors),
-                        "n/a" if cpu is None or not requests else f"{cpu / requests * 1000:.2f}",
-                        "n/a"
-                        if per_core is None or not baseline_per_core
-                        else f"{per_core / baseline_per_core:.1%}",
-                        verdict,
-                    ]
-                )
-                if figures.errors:
-                    print(f"  {name}: first error: {figures.first_error}")
-            log = server.log_path.read_text().strip()
-            if log:
-                print(f"gunicorn log (last lines):\n{log[-2000:]}")
+        scenarios = [
+            ("GET /healthz (baseline)", 1, 200, lambda c, i, t: c.get("/healthz")),
+            (f"POST /v1/plans/{{id}}/events, {batch_size} events", batch_size, 202, post_batch),
+        ]
+        baseline_per_core = None
+        for name, events_per_request, expected, send in scenarios:
+            figures = run.drive_load(
+                server,
+                concurrency=args.concurrency,
+                warmup=args.warmup,
+                duration=min(args.duration, run.MAX_SCENARIO_SECONDS),
+                headers={
+                    "Authorization": f"Bearer {server.api_key}",
+                    "Content-Type": "application/json",
+                },
+                send=send,
+                expected_status=expected,
+            )
+            requests = len(figures.latencies)
+            per_second = requests / args.duration
+            cpu = figures.server_cpu
+            per_core = requests / cpu if cpu else None
+            if baseline_per_core is None:
+                baseline_per_core = per_core
+            items = requests * events_per_request
+            items_per_core = items / cpu if cpu else None
+            verdict = ""
+            if events_per_request > 1 and items_per_core is not None:
+                met = items_per_core >= TARGET_EVENTS_PER_CORE_SECOND
+                verdict = f">= {TARGET_EVENTS_PER_CORE_SECOND:,} ({'met' if met else 'below'})"
+            rows.append(
+                [
+                    name,
+                    f"{per_second:,.0f}",
+                    f"{items / args.duration:,.0f}",
+                    "n/a" if items_per_core is None else f"{items_per_core:,.0f}",
+                    f"{percentile(figures.latencies, 0.50) * 1000:.1f}",
+                    f"{percentile(figures.latencies, 0.99) * 1000:.1f}",
+                    str(figures.errors),
+                    "n/a" if cpu is None or not requests else f"{cpu / requests * 1000:.2f}",
+                    "n/a"
+                    if per_core is None or not baseline_per_core
+                    else f"{per_core / baseline_per_core:.1%}",
+                    verdict,
+                ]
+            )
+            if figures.errors:
+                print(f"  {name}: first error: {figures.first_error}")
+        log = server.log_path.read_text().strip()
+        if log:
+            print(f"gunicorn log (last lines):\n{log[-2000:]}")
     return rows
 
 

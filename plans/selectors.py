@@ -24,7 +24,7 @@ from django.db.models import (
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
-from members.models import Agent, Group, Member, Role, email_normalize
+from members.models import Agent, Group, Member, Role, Team, email_normalize
 from policies.models import Policy, PolicyVersion
 
 from .models import Plan, PlanEvent, PlanToken, SigningKey
@@ -245,3 +245,53 @@ def signing_context_read(
         version=version,
         active_key=active_key,
     )
+
+
+_PLAN_FOR_SIGNING_SQL: dict[str, str] = {}
+
+
+def _plan_for_signing_sql() -> str:
+    statement = _PLAN_FOR_SIGNING_SQL.get(connection.vendor)
+    if statement is None:
+        quote = connection.ops.quote_name
+        columns = ", ".join(f"p.{quote(field.column)}" for field in Plan._meta.concrete_fields)
+        # Only the models' own table and column names are formatted in.
+        statement = _PLAN_FOR_SIGNING_SQL[connection.vendor] = (
+            f"SELECT {columns}, m.email AS signing_member_email, "  # noqa: S608
+            "m.is_active AS signing_member_is_active, "
+            "t.log_call_arguments AS signing_team_log_call_arguments "
+            f"FROM {quote(Plan._meta.db_table)} p "
+            f"JOIN {quote(Member._meta.db_table)} m ON m.id = p.member_id "
+            f"JOIN {quote(Team._meta.db_table)} t ON t.id = p.team_id "
+            "WHERE p.id = %s AND p.agent_id = %s"
+        )
+    return statement
+
+
+def plan_for_signing(*, agent: Agent, plan_id: str) -> Plan | None:
+    """The agent's own plan ``plan_id`` (None for any other), with what signing it again
+    reads of its member (e-mail, active) and of its team (``log_call_arguments``) loaded.
+
+    One statement built once per process: plans.services.plan_get_for_agent answers the
+    same plan through the ORM (tests/plans/test_signing_context.py holds both to one
+    answer), but building that five-table query was a third of a refresh. Refresh reads
+    the member's role and groups, the policy version and the key with
+    ``signing_context_read``; anything else of the member or team is read on access.
+    """
+    found = list(Plan.objects.raw(_plan_for_signing_sql(), [plan_id, agent.pk]))
+    if not found:
+        return None
+    plan = found[0]
+    plan.member = _loaded(
+        Member,
+        id=plan.member_id,
+        team_id=plan.team_id,
+        email=getattr(plan, "signing_member_email"),  # noqa: B009 (a column of the statement)
+        is_active=bool(getattr(plan, "signing_member_is_active")),  # noqa: B009
+    )
+    plan.team = _loaded(
+        Team,
+        id=plan.team_id,
+        log_call_arguments=bool(getattr(plan, "signing_team_log_call_arguments")),  # noqa: B009
+    )
+    return plan

@@ -39,7 +39,7 @@ from .records import (
     refusals_described,
     token_refreshed_record,
 )
-from .selectors import SigningContext, signing_context_read
+from .selectors import SigningContext, plan_for_signing, signing_context_read
 
 
 @dataclass(frozen=True)
@@ -307,7 +307,10 @@ def _plan_refresh(
     agent: Agent, plan_id: str, token: str, ttl: int | None, refusal: RefusalContext
 ) -> IssuedToken:
     ttl = token_ttl_resolve(ttl)
-    plan = plan_get_for_agent(agent=agent, plan_id=plan_id)
+    plan = _plan_require_found(
+        plan_for_signing(agent=agent, plan_id=plan_id) if _PLAN_ID.fullmatch(plan_id) else None,
+        plan_id,
+    )
     refusal.plan_from(plan)
     claims = refresh_token_verify(token)
     if claims.jti != plan.id:
@@ -414,7 +417,7 @@ _PLAN_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 def plan_get_for_agent(*, agent: Agent, plan_id: str) -> Plan:
     """The agent's own plan; any other plan, of this team or another, is not found."""
     if not _PLAN_ID.fullmatch(plan_id):
-        raise DomainError("plan_not_found", f"No plan {plan_id!r} for this agent.")
+        return _plan_require_found(None, plan_id)
     plan = (
         Plan.objects.select_related(
             "team", "member", "member__role", "policy_version", "policy_version__policy"
@@ -422,8 +425,15 @@ def plan_get_for_agent(*, agent: Agent, plan_id: str) -> Plan:
         .filter(pk=plan_id, agent=agent)
         .first()
     )
+    return _plan_require_found(plan, plan_id)
+
+
+def _plan_require_found(plan: Plan | None, plan_id: str) -> Plan:
+    """``plan``, or ``plan_not_found``: the one answer for a plan that is not the agent's,
+    of this team or another, or for text that is no plan id."""
     if plan is None:
-        raise DomainError("plan_not_found", f"No plan {plan_id} for this agent.")
+        shown = plan_id if _PLAN_ID.fullmatch(plan_id) else repr(plan_id)
+        raise DomainError("plan_not_found", f"No plan {shown} for this agent.")
     return plan
 
 

@@ -11,12 +11,12 @@ from guard.tokens import unverified_header
 from members.models import Member
 from members.services import member_disable, member_upsert
 from plans.keys import signing_key_revoke, signing_key_rotate, signing_keys_bootstrap
-from plans.models import SigningKey
-from plans.selectors import SigningContext, signing_context_read
+from plans.models import Plan, SigningKey
+from plans.selectors import SigningContext, plan_for_signing, signing_context_read
+from plans.services import plan_get_for_agent
 from policies.selectors import policy_active_version
 from policies.services import policy_set
 from tests.conftest import POLICY, plan_document
-
 
 # The fixture's policy with one more rule, which admits the same plans: a new version.
 NEWER_POLICY = {**POLICY, "rules": [*POLICY["rules"], {"effect": "deny", "tools": ["never_*"]}]}
@@ -147,3 +147,24 @@ def test_a_revoked_signing_key_never_signs_the_next_request_nor_refreshes(agent)
     assert second.status_code == 201
     assert unverified_header(second.json()["token"])["kid"] != revoked
     assert refresh.json()["code"] == "invalid_token"
+
+
+def test_the_plan_read_for_signing_answers_as_the_orm(
+    agent, other_agent, team, django_assert_num_queries
+):
+    team.log_call_arguments = True
+    team.save(update_fields=["log_call_arguments"])
+    issued = _declare(agent).json()
+    orm = plan_get_for_agent(agent=agent.agent, plan_id=issued["id"])
+
+    with django_assert_num_queries(1):
+        plan = plan_for_signing(agent=agent.agent, plan_id=issued["id"])
+        assert plan is not None
+        read = (plan.member.email, plan.member.is_active, plan.team.log_call_arguments)
+
+    fields = [field.attname for field in Plan._meta.concrete_fields]
+    assert [getattr(plan, name) for name in fields] == [getattr(orm, name) for name in fields]
+    assert read == (orm.member.email, orm.member.is_active, True)
+    assert plan.member.pk == orm.member.pk
+    # Another agent's plan, of this team or another, is not found.
+    assert plan_for_signing(agent=other_agent.agent, plan_id=issued["id"]) is None

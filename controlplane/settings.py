@@ -188,6 +188,10 @@ AXES_LOCKOUT_CALLABLE = "controlplane.admin.login_lockout_response"
 AXES_CLIENT_IP_CALLABLE = "controlplane.admin.login_client_ip"
 AXES_VERBOSE = False  # Plangate logs each lockout itself, on "plangate.security"
 
+# Admin lists on PostgreSQL count at most this many rows exactly; a longer list shows the
+# planner's estimate ("about N"), so a page of a table of millions costs no full count.
+PLANGATE_ADMIN_EXACT_COUNT_LIMIT = env.int("PLANGATE_ADMIN_EXACT_COUNT_LIMIT", default=10_000)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["members.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -306,8 +310,6 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict = (
     else {}
 )
 CELERY_TASK_IGNORE_RESULT = True
-# Task modules beyond each app's tasks.py (which autodiscovery finds).
-CELERY_IMPORTS = ["plans.retention"]
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=120)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=100)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -17,6 +17,7 @@ from kernel.ratelimit import rate_limit_windows_purge
 from .approvals import plans_approval_expire
 from .keys import EncryptionKeyError, signing_key_rotate
 from .models import SigningKey
+from .retention import apply_retention  # noqa: F401 (registered with the worker here)
 from .services import plans_expire
 
 logger = logging.getLogger(__name__)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -82,15 +83,37 @@ def intent_token_sign(
 _KID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-def refresh_token_verify(token: str) -> IntentClaims:
-    """Verify a token we signed, expired or not. Any failure is ``invalid_token``."""
+def refresh_token_kid(token: str) -> str | None:
+    """The key id ``token``'s header names, when it is one a key of ours could have (a
+    base64url JWK thumbprint); else None, and verifying it answers ``invalid_token``."""
     try:
         kid = unverified_header(token).get("kid")
-        # A kid is a base64url JWK thumbprint; anything else (a number, an object, text with
-        # NUL, which PostgreSQL cannot even compare) names no key of ours.
-        if not isinstance(kid, str) or not _KID.fullmatch(kid):
+    except TokenInvalid:
+        return None
+    # Anything else (a number, an object, text with NUL, which PostgreSQL cannot even
+    # compare) names no key of ours.
+    return kid if isinstance(kid, str) and _KID.fullmatch(kid) else None
+
+
+def signing_key_unrevoked(kid: str) -> SigningKey | None:
+    """The key ``kid`` unless it was revoked: the keys a refresh token may be signed by."""
+    return SigningKey.objects.filter(kid=kid).exclude(state=SigningKey.State.REVOKED).first()
+
+
+def refresh_token_verify(
+    token: str, *, unrevoked_key: Callable[[str], SigningKey | None] = signing_key_unrevoked
+) -> IntentClaims:
+    """Verify a token we signed, expired or not. Any failure is ``invalid_token``.
+
+    ``unrevoked_key`` finds the key the token names unless it was revoked: by default a
+    read of its own; refresh passes the one it read with the rest of the request
+    (plans.selectors.signing_context_read)."""
+    try:
+        kid = refresh_token_kid(token)
+        if kid is None:
+            unverified_header(token)  # a malformed token says why
             raise TokenInvalid("unknown key id")
-        key = SigningKey.objects.filter(kid=kid).exclude(state=SigningKey.State.REVOKED).first()
+        key = unrevoked_key(kid)
         if key is None:
             raise TokenInvalid("unknown key id")
         keys = KeySet({"keys": [{**public_jwk(signing_key_public(key)), "kid": key.kid}]})

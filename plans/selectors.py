@@ -130,6 +130,9 @@ class SigningContext:
     version: PolicyVersion | None
     #: the key that signs now: kid, state and encrypted private half only
     active_key: SigningKey | None
+    #: the key ``verifying_kid`` names unless it was revoked (kid, state, public half)
+    verifying_key: SigningKey | None = None
+    verifying_kid: str | None = None
 
 
 def _json_value(value: object) -> object:
@@ -145,7 +148,19 @@ def _loaded(model: type[_M], **values: object) -> _M:
     return model.from_db(connection.alias, names, [values[name] for name in names])
 
 
-def _signing_context_sql(*, member_by_id: bool) -> str:
+_SIGNING_CONTEXT_SQL: dict[tuple[str, bool, bool], str] = {}
+
+
+def _signing_context_sql(*, member_by_id: bool, verifying: bool) -> str:
+    key = (connection.vendor, member_by_id, verifying)
+    if key not in _SIGNING_CONTEXT_SQL:
+        _SIGNING_CONTEXT_SQL[key] = _signing_context_statement(
+            member_by_id=member_by_id, verifying=verifying
+        )
+    return _SIGNING_CONTEXT_SQL[key]
+
+
+def _signing_context_statement(*, member_by_id: bool, verifying: bool) -> str:
     quote = connection.ops.quote_name
     member = quote(Member._meta.db_table)
     role = quote(Role._meta.db_table)
@@ -162,29 +177,37 @@ def _signing_context_sql(*, member_by_id: bool) -> str:
         "m.id = %s AND m.team_id = %s" if member_by_id else "m.team_id = %s AND LOWER(m.email) = %s"
     )
     # Only the models' own table names are formatted in; every value is a parameter.
+    verifying_columns = "vk.kid, vk.state, vk.public_key " if verifying else "NULL, NULL, NULL "
+    verifying_join = f" LEFT JOIN {key} vk ON vk.kid = %s AND vk.state <> %s" if verifying else ""
     return (
         "SELECT m.id, m.email, m.is_active, m.role_id, r.name, "  # noqa: S608
         f"(SELECT {group_names}(g.name) FROM {member_groups} mg "
         f"JOIN {group} g ON g.id = mg.group_id WHERE mg.member_id = m.id), "
         "v.id, v.number, v.hash, v.document, p.id, p.team_id, p.slug, "
-        "k.kid, k.state, k.private_key_encrypted "
+        f"k.kid, k.state, k.private_key_encrypted, {verifying_columns}"
         "FROM (SELECT 1 AS one) AS request "
         f"LEFT JOIN {member} m ON {member_match} "
         f"LEFT JOIN {role} r ON r.id = m.role_id "
         f"LEFT JOIN {version} v ON v.id = (SELECT newest.id FROM {version} newest "
         "WHERE newest.policy_id = %s ORDER BY newest.number DESC LIMIT 1) "
         f"LEFT JOIN {policy} p ON p.id = v.policy_id "
-        f"LEFT JOIN {key} k ON k.state = %s"
+        f"LEFT JOIN {key} k ON k.state = %s{verifying_join}"
     )
 
 
 def signing_context_read(
-    *, agent: Agent, member_email: str | None = None, member_id: int | None = None
+    *,
+    agent: Agent,
+    member_email: str | None = None,
+    member_id: int | None = None,
+    verifying_kid: str | None = None,
 ) -> SigningContext:
     """The agent's team member (by ``member_email``, matched as MemberQuerySet.for_email
     matches it, or by ``member_id``) with their role and groups, the agent's active policy
-    version and the active signing key: one statement, read at every request, so a disabled
-    member, a new policy version or a rotated or revoked key applies at the very next one.
+    version and the active signing key, and, given ``verifying_kid``, that key unless it
+    was revoked (the key a refresh token must verify with): one statement, read at every
+    request, so a disabled member, a new policy version or a rotated or revoked key applies
+    at the very next one.
 
     The ORM would take four queries (tests/plans/test_signing_context.py checks that both
     give the same answer), and building them cost more than running them.
@@ -195,16 +218,22 @@ def signing_context_read(
         member_params: list[Any] = [member_id, agent.team_id]
     else:
         member_params = [agent.team_id, email_normalize(member_email or "")]
+    params = [*member_params, agent.policy_id, SigningKey.State.ACTIVE]
+    if verifying_kid is not None:
+        params += [verifying_kid, SigningKey.State.REVOKED]
     with connection.cursor() as cursor:
         cursor.execute(
-            _signing_context_sql(member_by_id=member_id is not None),
-            [*member_params, agent.policy_id, SigningKey.State.ACTIVE],
+            _signing_context_sql(
+                member_by_id=member_id is not None, verifying=verifying_kid is not None
+            ),
+            params,
         )
         row = cursor.fetchone()
     (
         member_pk, email, is_active, role_id, role_name, group_names,
         version_pk, number, version_hash, document, policy_pk, policy_team_id, slug,
         kid, state, private_key_encrypted,
+        verifying_found, verifying_state, verifying_public_key,
     ) = row  # fmt: skip
     member = None
     if member_pk is not None:
@@ -232,6 +261,11 @@ def signing_context_read(
         active_key = _loaded(
             SigningKey, kid=kid, state=state, private_key_encrypted=private_key_encrypted
         )
+    verifying_key = None
+    if verifying_found is not None:
+        verifying_key = _loaded(
+            SigningKey, kid=verifying_found, state=verifying_state, public_key=verifying_public_key
+        )
     names = _json_value(group_names) if member is not None else None
     groups = (
         sorted(name for name in names or [] if isinstance(name, str))
@@ -244,6 +278,8 @@ def signing_context_read(
         groups=groups,
         version=version,
         active_key=active_key,
+        verifying_key=verifying_key,
+        verifying_kid=verifying_kid,
     )
 
 

@@ -27,7 +27,12 @@ from members.services import agent_require_active
 from policies.models import PolicyVersion
 
 from .approvals import ApprovalRequested, approval_still_covers, plan_approval_request
-from .intent_tokens import Signature, intent_token_sign, refresh_token_verify
+from .intent_tokens import (
+    Signature,
+    intent_token_sign,
+    refresh_token_kid,
+    refresh_token_verify,
+)
 from .models import Plan, PlanToken
 from .records import (
     RefusalContext,
@@ -312,7 +317,15 @@ def _plan_refresh(
         plan_id,
     )
     refusal.plan_from(plan)
-    claims = refresh_token_verify(token)
+    # One read for the key the token names and for what signing again needs (the plan's
+    # member by id): the checks below still refuse in their order.
+    context = signing_context_read(
+        agent=agent, member_id=plan.member_id, verifying_kid=refresh_token_kid(token)
+    )
+    claims = refresh_token_verify(
+        token,
+        unrevoked_key=lambda kid: context.verifying_key if kid == context.verifying_kid else None,
+    )
     if claims.jti != plan.id:
         raise DomainError("plan_mismatch", "The token belongs to another plan.")
     if claims.agent != agent.id:
@@ -326,7 +339,13 @@ def _plan_refresh(
     if plan.status == Plan.Status.EXPIRED or plan.is_expired(now):
         raise DomainError("plan_expired", "The plan is past its lifetime; declare a new plan.")
     return plan_token_sign_current(
-        plan=plan, agent=agent, ttl=ttl, now=now, refusal=refusal, kind=PlanToken.Kind.REFRESH
+        plan=plan,
+        agent=agent,
+        ttl=ttl,
+        now=now,
+        refusal=refusal,
+        kind=PlanToken.Kind.REFRESH,
+        context=context,
     )
 
 
@@ -338,6 +357,7 @@ def plan_token_sign_current(
     now: datetime,
     refusal: RefusalContext,
     kind: PlanToken.Kind,
+    context: SigningContext | None = None,
 ) -> IssuedToken:
     """Sign ``plan`` for its member as they are now, under the agent's current policy: a
     refresh (``kind`` REFRESH) and an approved plan's token (ISSUE) alike. The plan was
@@ -349,7 +369,8 @@ def plan_token_sign_current(
     # even if their e-mail was edited since. Their role and groups, the policy version and
     # the key that signs are read now, in one statement.
     member = _member_require_active(plan.member)
-    context = signing_context_read(agent=agent, member_id=member.pk)
+    if context is None:  # the caller has not read it in this request
+        context = signing_context_read(agent=agent, member_id=member.pk)
     role, groups = context.role, context.groups
     version = _admitted_policy_version(agent, plan.document, context, refusal)
     approval = approval_still_covers(

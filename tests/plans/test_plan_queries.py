@@ -16,10 +16,11 @@ from tests.conftest import plan_document
 # queries); three inserts (the plan, its token, and its audit record: plans.records) and the
 # savepoint pair of the transaction (pytest-django runs each test inside a transaction).
 ISSUE_QUERIES = 9
-# Refresh reads the plan with its member (by id), the key the token names, then the same one
-# read of what signing needs (the member by id), and the plan's status under lock, instead
-# of inserting the plan. (13 before signing_context_read.)
-REFRESH_QUERIES = 11
+# Refresh reads the plan with its member's e-mail and flag (plans.selectors.plan_for_signing),
+# then one read of what signing needs with the key the token names (the member by id), and
+# the plan's status under lock, instead of inserting the plan. (13 before: the plan's
+# five-table read, the token's key, the group names, the policy version, the active key.)
+REFRESH_QUERIES = 10
 
 
 def many_steps(count: int) -> list[dict]:

@@ -168,3 +168,21 @@ def test_the_plan_read_for_signing_answers_as_the_orm(
     assert plan.member.pk == orm.member.pk
     # Another agent's plan, of this team or another, is not found.
     assert plan_for_signing(agent=other_agent.agent, plan_id=issued["id"]) is None
+
+
+def test_the_key_a_token_names_is_read_unless_it_was_revoked(agent):
+    signing_keys_bootstrap()
+    old = SigningKey.objects.get(state=SigningKey.State.ACTIVE).kid
+    member_id = Member.objects.get(email="alice@acme.dev").pk
+
+    named = signing_context_read(agent=agent.agent, member_id=member_id, verifying_kid=old)
+    signing_key_revoke(kid=old)
+    revoked = signing_context_read(agent=agent.agent, member_id=member_id, verifying_kid=old)
+    unknown = signing_context_read(agent=agent.agent, member_id=member_id, verifying_kid="x" * 43)
+
+    assert named.verifying_key is not None
+    assert (named.verifying_key.kid, named.verifying_key.state) == (old, "active")
+    assert named.verifying_key.public_key == SigningKey.objects.get(kid=old).public_key
+    assert revoked.verifying_key is None and unknown.verifying_key is None
+    # The revocation made another key the active one, read in the same statement.
+    assert revoked.active_key is not None and revoked.active_key.kid != old

@@ -10,10 +10,18 @@ loaded while the app registry is still being populated.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar
 
+from django.conf import settings
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.core.paginator import Paginator
+from django.db import connections
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from kernel.admin_actions import ObjectActionsMixin
@@ -23,6 +31,85 @@ from kernel.admin_scoping import (
     team_path_of,
     user_team_ids,
 )
+
+#: Crockford base32, as ``members.models.new_ulid`` writes ids (upper case)
+ULID_PATTERN = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
+#: a SHA-256 digest in lowercase hex, as plan hashes are stored
+SHA256_HEX_PATTERN = re.compile(r"[0-9a-f]{64}")
+#: something that can only be an e-mail address (no space, one @, a dot after it)
+EMAIL_PATTERN = re.compile(r"[^\s@]+@[^\s@]+\.[^\s@]+")
+
+
+@dataclass(frozen=True)
+class ExactSearch:
+    """A search term of this shape is looked up exactly, by equality on ``fields`` (which
+    indexes serve), instead of Django's case-insensitive matches (which no index serves):
+    a ULID-shaped term is an id, 64 hex characters a hash."""
+
+    pattern: re.Pattern[str]
+    fields: tuple[str, ...]
+    #: the form the column stores, applied to the term before it is matched
+    normalize: Callable[[str], str] = str.strip
+
+    def matches(self, term: str) -> Q | None:
+        value = self.normalize(term)
+        if not self.pattern.fullmatch(value):
+            return None
+        condition = Q()
+        for field in self.fields:
+            condition |= Q(**{field: value})
+        return condition
+
+
+def ulid_search(*fields: str) -> ExactSearch:
+    return ExactSearch(ULID_PATTERN, fields, lambda term: term.strip().upper())
+
+
+def sha256_search(*fields: str) -> ExactSearch:
+    return ExactSearch(SHA256_HEX_PATTERN, fields, lambda term: term.strip().lower())
+
+
+def email_search(*fields: str, normalize: Callable[[str], str] = str.strip) -> ExactSearch:
+    return ExactSearch(EMAIL_PATTERN, fields, normalize)
+
+
+def exact_count_limit() -> int:
+    """Rows a list counts exactly before it estimates (PLANGATE_ADMIN_EXACT_COUNT_LIMIT)."""
+    return int(getattr(settings, "PLANGATE_ADMIN_EXACT_COUNT_LIMIT", 10_000))
+
+
+class BoundedCountPaginator(Paginator):
+    """A change list's count that stays cheap on tables of millions of rows.
+
+    On PostgreSQL it counts at most ``exact_count_limit()`` + 1 rows (a bounded scan, from
+    the same index the page itself reads); a list that holds fewer is counted exactly, so
+    small tables and narrow filters read as before. Past the bound, the count is the
+    planner's estimate for the list's query (``pg_class.reltuples`` scaled by the filters'
+    selectivity), never below the bound, and ``count_is_estimate`` is set so the page says
+    "about". SQLite, a laptop's database, counts exactly.
+    """
+
+    count_is_estimate = False
+
+    @cached_property
+    def count(self) -> int:
+        queryset = self.object_list
+        if not isinstance(queryset, QuerySet) or connections[queryset.db].vendor != "postgresql":
+            return super().count
+        limit = exact_count_limit()
+        # Only the primary key: the list's annotations are not computed for counting.
+        rows = queryset.order_by().values("pk")
+        bounded = rows[: limit + 1].count()
+        if bounded <= limit:
+            return bounded
+        self.count_is_estimate = True
+        return max(limit + 1, _planned_rows(rows))
+
+
+def _planned_rows(queryset: QuerySet) -> int:
+    """The PostgreSQL planner's estimate of the rows ``queryset`` returns."""
+    plan = json.loads(queryset.explain(format="json"))
+    return int(plan[0]["Plan"]["Plan Rows"])
 
 
 class ReadOnlyPermissions:
@@ -42,10 +129,38 @@ class ReadOnlyPermissions:
 class PlangateModelAdmin(ObjectActionsMixin, admin.ModelAdmin):
     """Team-scoped querysets and choices (each model says how it reaches its team, see
     ``team_path_of``); disallowed actions answer 403; ``object_actions`` are offered on an
-    object's page (see ``ObjectActionsMixin``)."""
+    object's page (see ``ObjectActionsMixin``).
+
+    Lists are counted by ``BoundedCountPaginator`` and never count the whole table a second
+    time for "N total" (``show_full_result_count``). ``exact_searches`` match a search term
+    of an id's or a hash's shape exactly; other terms search ``search_fields`` as Django
+    does, or find nothing when the admin declares no free-text field.
+    """
+
+    paginator = BoundedCountPaginator
+    show_full_result_count = False
+    exact_searches: ClassVar[tuple[ExactSearch, ...]] = ()
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return scope_to_teams(super().get_queryset(request), request)
+
+    def get_search_fields(self, request: HttpRequest):
+        # The search box shows when there is anything to search, exact fields included.
+        free_text = tuple(super().get_search_fields(request))
+        return free_text or tuple(f"={field}" for s in self.exact_searches for field in s.fields)
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str):
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        for search in self.exact_searches:
+            condition = search.matches(term)
+            if condition is not None:
+                return queryset.filter(condition), False
+        if not self.search_fields:
+            # No free-text field: a term of no known shape names nothing.
+            return queryset.none(), False
+        return super().get_search_results(request, queryset, search_term)
 
     def _scoped_choices(self, db_field, request: HttpRequest, kwargs: dict) -> None:
         related = db_field.remote_field.model

@@ -25,7 +25,13 @@ from django.utils.text import Truncator
 
 from audit.doors import person_actor
 from kernel.admin_actions import action_form, confirm_action, redirect_after_action
-from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
+from kernel.admin_base import (
+    PlangateModelAdmin,
+    ReadOnlyPermissions,
+    email_search,
+    sha256_search,
+    ulid_search,
+)
 from kernel.admin_export import ExportMixin
 from kernel.admin_scoping import scope_to_teams
 from kernel.admin_widgets import TextInputFilter, admin_link, datetime_column
@@ -33,7 +39,7 @@ from kernel.json_format import pretty_json
 from members.models import email_normalize, running_agents_stop_within
 
 from . import admin_keys  # noqa: F401  (registers SigningKeyAdmin)
-from .admin_decisions import SuggestedToolFilter
+from .admin_decisions import AgentChoiceFilter, SuggestedToolFilter
 from .admin_display import (
     blocked_attempts,
     displayed_plan,
@@ -121,17 +127,25 @@ class PlanAdmin(ExportMixin, ReadOnlyAdmin):
     list_display_links = ["goal_and_id"]
     list_filter = [
         "status",
-        ("agent", admin.RelatedOnlyFieldListFilter),
+        AgentChoiceFilter,
         MemberEmailFilter,
         ApprovedByFilter,
         PlannedToolFilter,
         ("created_at", admin.DateFieldListFilter),
     ]
-    search_fields = ["=id", "goal", "member__email", "=hash"]
-    search_help_text = "Search by plan id, goal, member e-mail or plan hash."
+    # An id, a hash or an e-mail is matched exactly, through its index; other words
+    # search the goals.
+    exact_searches = (
+        ulid_search("id"),
+        sha256_search("hash"),
+        email_search("member__email", normalize=email_normalize),
+    )
+    search_fields = ["goal"]
+    search_help_text = (
+        "Search by plan id, plan hash or member e-mail (exact), or words of the goal."
+    )
     list_select_related = ["member", "agent", "team", "policy_version__policy"]
     ordering = ["-created_at"]
-    show_full_result_count = False
     fields = ["goal"]
     actions = ["revoke_plans"]
     object_actions = {"revoke_plans": "Revoke plan"}
@@ -319,7 +333,12 @@ class PlanTokenAdmin(ReadOnlyAdmin):
         "group_list",
     ]
     list_filter = ["kind", ("issued_at", admin.DateFieldListFilter)]
-    search_fields = ["=plan__id", "=kid", "plan__member__email"]
+    exact_searches = (
+        ulid_search("plan_id"),
+        email_search("plan__member__email", normalize=email_normalize),
+    )
+    search_fields = ["kid"]
+    search_help_text = "Search by plan id or member e-mail (exact), or a signing key's kid."
     list_select_related = ["plan", "policy_version__policy"]
     fields: ClassVar[tuple[str, ...]] = (
         "plan_link",
@@ -332,7 +351,6 @@ class PlanTokenAdmin(ReadOnlyAdmin):
         "group_list",
     )
     readonly_fields = fields
-    show_full_result_count = False
     issued = datetime_column("issued_at", "issued (iat)")
     expires = datetime_column("expires_at", "expires (exp)")
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from guard.decisions import Decision
-from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
+from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions, ulid_search
 from kernel.admin_export import ExportMixin
 from kernel.admin_scoping import scope_to_teams
 from kernel.admin_widgets import TextInputFilter, admin_link, datetime_cell
@@ -30,7 +30,7 @@ from policies.models import PolicyVersion
 
 from .admin_display import constraints_html, step_label, step_number
 from .admin_timeline import decision_rule, decision_rule_html, timeline_url
-from .models import PlanEvent
+from .models import Plan, PlanEvent, PlanToken
 from .selectors import DecidedUnderAnnotations, decisions_with_policy_version
 
 if TYPE_CHECKING:
@@ -41,19 +41,26 @@ else:
     DecisionRow = PlanEvent
 
 
-class DecisionAgentFilter(admin.SimpleListFilter):
+class AgentChoiceFilter(admin.SimpleListFilter):
     """The agents of the user's teams; a choice list read from the agents, not from the
-    decisions (which would scan the biggest table to list a handful of names)."""
+    listed rows (a DISTINCT over plans or decisions would scan the biggest tables to list a
+    handful of names)."""
 
     title = "agent"
     parameter_name = "agent"
+    #: the listed rows' path to their agent's id
+    agent_field = "agent_id"
 
     def lookups(self, request, model_admin):
         agents = scope_to_teams(Agent.objects.order_by("name"), request)
         return [(str(pk), name) for pk, name in agents.values_list("pk", "name")]
 
     def queryset(self, request, queryset):
-        return queryset.filter(plan__agent_id=self.value()) if self.value() else queryset
+        return queryset.filter(**{self.agent_field: self.value()}) if self.value() else queryset
+
+
+class DecisionAgentFilter(AgentChoiceFilter):
+    agent_field = "plan__agent_id"
 
 
 class DecisionMemberFilter(TextInputFilter):
@@ -136,7 +143,39 @@ class DecisionPolicyVersionFilter(admin.SimpleListFilter):
         value = self.value()
         if not value or not value.isdigit():
             return queryset
-        return queryset.filter(decided_under_version_id=int(value))
+        return decided_under_version(queryset, int(value))
+
+
+def decided_under_version(queryset: QuerySet[PlanEvent], version_id: int) -> QuerySet[PlanEvent]:
+    """The decisions among ``queryset`` made under policy version ``version_id``.
+
+    The version of a decision is computed per row (``decisions_with_policy_version``), so
+    the rows are first narrowed to those that can have it, by indexes: a decision is made
+    under its plan's own version or under that of one of its plan's tokens."""
+    tokens = PlanToken.objects.filter(policy_version_id=version_id).values("plan_id")
+    possible = Plan.objects.filter(Q(policy_version_id=version_id) | Q(pk__in=tokens))
+    return decisions_with_policy_version(queryset.filter(plan__in=possible)).filter(
+        decided_under_version_id=version_id
+    )
+
+
+def with_decided_under(events: list[PlanEvent]) -> list[PlanEvent]:
+    """``events`` with the policy version each was made under (the attributes of
+    ``decisions_with_policy_version``), read in one query for these rows only: a list
+    page computes it for the rows it shows, not for every row it counts or skips."""
+    if not events:
+        return events
+    fields = list(DecidedUnderAnnotations.__annotations__)
+    decided = {
+        row["pk"]: row
+        for row in decisions_with_policy_version(
+            PlanEvent.objects.filter(pk__in=[event.pk for event in events])
+        ).values("pk", *fields)
+    }
+    for event in events:
+        for name in fields:
+            setattr(event, name, decided[event.pk][name])
+    return events
 
 
 def _version_link(version_id: int, slug: str, number: int) -> str:
@@ -166,11 +205,10 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         DecisionPolicyVersionFilter,
         ("occurred_at", admin.DateFieldListFilter),
     ]
-    search_fields = ["=plan__id"]
+    exact_searches = (ulid_search("plan_id"),)
     search_help_text = "Search by plan id (exact)."
     list_select_related = ["plan__member", "plan__agent"]
     ordering = ["-occurred_at", "-id"]
-    show_full_result_count = False
     fieldsets = [
         (
             None,
@@ -237,8 +275,27 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         context = {"title": "Guard decision", **(extra_context or {})}
         return super().change_view(request, object_id, form_url, context)
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[PlanEvent]:
-        return decisions_with_policy_version(super().get_queryset(request))
+    def get_changelist(self, request: HttpRequest, **kwargs):
+        changelist_class = super().get_changelist(request, **kwargs)
+
+        class DecisionChangeList(changelist_class):  # type: ignore[misc,valid-type]
+            def get_results(self, request: HttpRequest) -> None:
+                super().get_results(request)
+                self.result_list = with_decided_under(list(self.result_list))
+
+        return DecisionChangeList
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field=None):
+        event = super().get_object(request, object_id, from_field)
+        return with_decided_under([event])[0] if event is not None else None
+
+    def export_queryset(self, request: HttpRequest):
+        # Exported rows are streamed in chunks: each computes its version in its query
+        # (the policy version filter has already added it).
+        queryset = super().export_queryset(request)
+        if "decided_under_version_id" in queryset.query.annotations:
+            return queryset
+        return decisions_with_policy_version(queryset)
 
     @admin.display(description="when", ordering="occurred_at")
     def occurred(self, event: PlanEvent) -> str:

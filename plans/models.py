@@ -192,7 +192,8 @@ class PlanEvent(models.Model):
 
     team_path: ClassVar[str] = "plan__team"
 
-    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="events")
+    #: indexed by ``plan_event_timeline``, which leads with it
+    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="events", db_index=False)
     batch = models.ForeignKey(
         PlanEventBatch, on_delete=models.CASCADE, related_name="plan_events", null=True
     )
@@ -216,6 +217,11 @@ class PlanEvent(models.Model):
 
     class Meta:
         ordering = ["plan", "occurred_at", "id"]
+        indexes = [
+            # A plan's decisions in time order (its page, its timeline's first and last
+            # rows, the decisions list searched by plan id), and any lookup by plan.
+            models.Index(fields=["plan", "occurred_at", "id"], name="plan_event_timeline"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool}: {self.decision}"

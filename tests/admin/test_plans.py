@@ -115,17 +115,20 @@ def test_the_plan_list_filters_and_searches(auditor_client, plan, agent):
     for query in (
         {"q": plan.pk},
         {"q": plan.hash},
-        {"q": "alice@acme"},
+        {"q": plan.pk.lower()},
+        {"q": " ALICE@acme.dev "},
         {"q": "Summarise"},
         {"member_email": "ALICE@acme.dev"},
         {"status__exact": "active"},
-        {"agent__id__exact": agent.agent.pk},
+        {"agent": agent.agent.pk},
         {"created_at__gte": (timezone.now() - timedelta(days=1)).isoformat()},
     ):
         html = auditor_client.get(url, query).content.decode()
         assert plan.pk in html, query
     for query in (
         {"q": "nothing-like-this"},
+        # An e-mail is matched whole, through its index, not as a substring.
+        {"q": "alice@acme"},
         {"member_email": "bob@acme.dev"},
         {"status__exact": "revoked"},
     ):

@@ -19,11 +19,12 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
+from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions, email_search, ulid_search
 from kernel.admin_export import ExportColumns, ExportMixin
-from kernel.admin_scoping import sees_several_teams
+from kernel.admin_scoping import scope_to_teams, sees_several_teams
 from kernel.admin_widgets import TextInputFilter
 from kernel.json_format import compact_json, pretty_json
+from members.models import Team
 
 from . import admin_tokens  # noqa: F401  (registers AuditTokenAdmin)
 from .chain import record_at
@@ -77,6 +78,35 @@ class PolicyVersionFilter(TextInputFilter):
             return queryset
         queryset = queryset.filter(policy=slug)
         return queryset.filter(policy_version=int(version)) if version.isdigit() else queryset
+
+
+class CodeFilter(TextInputFilter):
+    """A refusal code or a decision, typed: the list of codes present would be a DISTINCT
+    over the whole trail."""
+
+    title = "code"
+    parameter_name = "code"
+    placeholder = "policy_denied"
+
+    def queryset(self, request, queryset):
+        value = (self.value() or "").strip()
+        return queryset.filter(code=value) if value else queryset
+
+
+class TeamFilter(admin.SimpleListFilter):
+    """The user's teams, read from the teams (the teams present in the trail would be a
+    scan of it)."""
+
+    title = "team"
+    parameter_name = "team"
+
+    def lookups(self, request, model_admin):
+        teams = scope_to_teams(Team.objects.order_by("slug"), request)
+        return [(str(pk), slug) for pk, slug in teams.values_list("pk", "slug")]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        return queryset.filter(team_id=int(value)) if value and value.isdigit() else queryset
 
 
 class DayFilter(admin.DateFieldListFilter):
@@ -135,15 +165,14 @@ class AuditRecordAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         KindFilter,
         AgentFilter,
         UserFilter,
-        ("code", admin.AllValuesFieldListFilter),
+        CodeFilter,
         PolicyVersionFilter,
         ("at", DayFilter),
     ]
-    search_fields = ["=plan_id", "=user"]
-    search_help_text = "Search by plan id or user (exact)."
+    exact_searches = (ulid_search("plan_id"), email_search("user__iexact"))
+    search_help_text = "Search by plan id or user e-mail (exact)."
     list_select_related = ["team"]
     ordering = ["-id"]
-    show_full_result_count = False
     export_columns = AUDIT_RECORD_COLUMNS
     export_filename = "audit-trail"
     fields: ClassVar[tuple[str, ...]] = (
@@ -173,7 +202,7 @@ class AuditRecordAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         filters = list(super().get_list_filter(request))
         # Like the team column: only for those who see several teams.
         if sees_several_teams(request):
-            filters.append(("team", admin.RelatedOnlyFieldListFilter))
+            filters.append(TeamFilter)
         return filters
 
     @admin.display(description="at", ordering="at")
@@ -319,8 +348,9 @@ class ActivityRecordAdmin(FilteredKindsAdmin):
         ("actor", admin.AllValuesFieldListFilter),
         ("at", DayFilter),
     ]
-    search_fields = ["=user", "=actor", "=plan_id"]
-    search_help_text = "Search by user, actor or plan id (exact)."
+    exact_searches = (ulid_search("plan_id"), email_search("user__iexact"))
+    search_fields = ["=actor"]
+    search_help_text = "Search by plan id, user e-mail or actor (exact)."
     export_filename = "activity"
     export_columns = (
         *AUDIT_RECORD_COLUMNS[:6],

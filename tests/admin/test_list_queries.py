@@ -61,3 +61,49 @@ def test_list_pages_do_not_query_per_row(team_admin_client, team, agent):
         grow(team, agent, index)
     many = {name: queries_for(team_admin_client, reverse(name)) for name in LISTS}
     assert many == few
+
+
+def auditor_pages(plan) -> dict[str, str]:
+    """The auditor's pages that read the biggest tables, as bench/bench_scale.py times them."""
+    decisions = reverse("admin:plans_planevent_changelist")
+    plans = reverse("admin:plans_plan_changelist")
+    return {
+        "plans": plans,
+        "plans searched by id": f"{plans}?q={plan.pk}",
+        "plans by agent": f"{plans}?agent={plan.agent_id}",
+        "plan page": reverse("admin:plans_plan_change", args=[plan.pk]),
+        "timeline": reverse("admin:plans_plan_timeline", args=[plan.pk]),
+        "decisions": decisions,
+        "decisions searched by plan id": f"{decisions}?q={plan.pk}",
+        "decisions by policy version": f"{decisions}?policy_version={plan.policy_version_id}",
+        "audit trail": reverse("admin:audit_auditrecord_changelist"),
+    }
+
+
+# Per page, the same whatever the number of rows: the session, the user, their permissions
+# and teams, then the page's own reads. The decisions list: the filters' choices (agents,
+# policy versions, recent tools), the bounded count, the page, and the policy version of the
+# shown rows in one more query.
+AUDITOR_PAGE_QUERIES = {
+    "plans": 9,
+    "plans searched by id": 9,
+    "plans by agent": 9,
+    "plan page": 20,
+    "timeline": 18,
+    "decisions": 11,
+    "decisions searched by plan id": 11,
+    "decisions by policy version": 11,
+    "audit trail": 7,
+}
+
+
+def test_the_auditors_pages_make_a_fixed_number_of_queries(auditor_client, team, agent):
+    grow(team, agent, 0)
+    plan = PlanEvent.objects.get().plan
+    for index in range(1, 6):
+        grow(team, agent, index)
+        PlanEvent.objects.create(
+            plan=plan, occurred_at=plan.created_at, tool="github_get_issue", decision="allowed"
+        )
+    counted = {name: queries_for(auditor_client, url) for name, url in auditor_pages(plan).items()}
+    assert counted == AUDITOR_PAGE_QUERIES

@@ -98,7 +98,8 @@ class TeamFilter(admin.SimpleListFilter):
     scan of it)."""
 
     title = "team"
-    parameter_name = "team"
+    # The parameter Django's own team filter used, so links to a filtered list still work.
+    parameter_name = "team__id__exact"
 
     def lookups(self, request, model_admin):
         teams = scope_to_teams(Team.objects.order_by("slug"), request)

@@ -10,7 +10,7 @@ autodiscovery registers it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.contrib import admin
 from django.db.models import Q, QuerySet
@@ -154,8 +154,9 @@ def decided_under_version(queryset: QuerySet[PlanEvent], version_id: int) -> Que
     under its plan's own version or under that of one of its plan's tokens."""
     tokens = PlanToken.objects.filter(policy_version_id=version_id).values("plan_id")
     possible = Plan.objects.filter(Q(policy_version_id=version_id) | Q(pk__in=tokens))
+    # An annotation, which the stubs' field check does not know: passed by name.
     return decisions_with_policy_version(queryset.filter(plan__in=possible)).filter(
-        decided_under_version_id=version_id
+        **{"decided_under_version_id": version_id}
     )
 
 
@@ -281,7 +282,7 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         class DecisionChangeList(changelist_class):  # type: ignore[misc,valid-type]
             def get_results(self, request: HttpRequest) -> None:
                 super().get_results(request)
-                self.result_list = with_decided_under(list(self.result_list))
+                self.result_list: list[Any] = with_decided_under(list(self.result_list))
 
         return DecisionChangeList
 

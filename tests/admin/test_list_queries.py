@@ -88,7 +88,7 @@ AUDITOR_PAGE_QUERIES = {
     "plans": 9,
     "plans searched by id": 9,
     "plans by agent": 9,
-    "plan page": 20,
+    "plan page": 19,
     "timeline": 18,
     "decisions": 11,
     "decisions searched by plan id": 11,
@@ -105,5 +105,9 @@ def test_the_auditors_pages_make_a_fixed_number_of_queries(auditor_client, team,
         PlanEvent.objects.create(
             plan=plan, occurred_at=plan.created_at, tool="github_get_issue", decision="allowed"
         )
-    counted = {name: queries_for(auditor_client, url) for name, url in auditor_pages(plan).items()}
+    pages = auditor_pages(plan)
+    for url in pages.values():
+        # Once first: what a process caches (content types, keys) is then read no more.
+        auditor_client.get(url)
+    counted = {name: queries_for(auditor_client, url) for name, url in pages.items()}
     assert counted == AUDITOR_PAGE_QUERIES

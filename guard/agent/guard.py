@@ -487,12 +487,26 @@ class Guard:
     def call(self, tool: str, args: Mapping[str, Any], fn: Callable[..., Any]) -> Any:
         """Check the call, run ``fn(**args)`` when allowed, record that it returned.
 
-        Raises CallBlocked (with `.decision`) when the call is not allowed.
+        Raises CallBlocked (with `.decision`) when the call is not allowed, and TypeError
+        for a coroutine function, before deciding: its step would show completed before
+        the coroutine ran (``await AsyncGuard.call(...)`` awaits it first).
         """
+        if inspect.iscoroutinefunction(fn):
+            raise TypeError(
+                f"Guard.call cannot run the coroutine function {fn.__name__!r}: use"
+                " `await AsyncGuard.call(...)`, or decorate it with @guard.tool"
+            )
         decision = self.check(tool, args)
         if not decision.allowed:
             raise CallBlocked(decision)
         result = fn(**args)
+        if inspect.isawaitable(result):
+            # A plain callable that handed back a coroutine: it has not run, so its step
+            # is not completed.
+            raise TypeError(
+                f"the tool {tool!r} returned an awaitable: run it with"
+                " `await AsyncGuard.call(...)` so that its step completes once it returned"
+            )
         self.completed(decision)
         return result
 

@@ -244,6 +244,29 @@ def test_call_awaits_a_coroutine_function_and_runs_a_plain_one_only_when_allowed
     ]
 
 
+def test_the_synchronous_call_refuses_a_coroutine_before_spending_its_budget(live_server, agent):
+    guard = Guard(live_server.url, agent.api_key, issuer=settings.PLANGATE_ISSUER)
+
+    async def list_issues(repo: str) -> list[str]:
+        return ["#1"]
+
+    def hands_back_a_coroutine(repo: str) -> Any:
+        return list_issues(repo)
+
+    try:
+        guard.declare(PLAN)
+        with pytest.raises(TypeError, match="AsyncGuard.call"):
+            guard.call("github_list_issues", REPO, list_issues)
+        # Refused before deciding: the step's one call is still there.
+        assert [(step.status, step.used) for step in guard.status().steps][0][1] == 0
+        with pytest.raises(TypeError, match="returned an awaitable"):
+            guard.call("github_list_issues", REPO, hands_back_a_coroutine)
+        # It did not run: its step is not shown completed.
+        assert guard.status().steps[0].status != acp.COMPLETED
+    finally:
+        guard.close()
+
+
 @pytest.fixture
 def review_policy(team, policy_version):
     return policy_set(team=team, slug="default", document=REVIEW_POLICY)

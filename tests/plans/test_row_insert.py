@@ -11,7 +11,6 @@ from plans.models import Plan, PlanToken
 from plans.services import _row_insert
 from tests.conftest import plan_document
 
-
 NOW = timezone.now()
 
 

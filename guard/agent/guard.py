@@ -502,7 +502,9 @@ class Guard:
         result = fn(**args)
         if inspect.isawaitable(result):
             # A plain callable that handed back a coroutine: it has not run, so its step
-            # is not completed.
+            # is not completed (and a coroutine is closed, never to run).
+            if inspect.iscoroutine(result):
+                result.close()
             raise TypeError(
                 f"the tool {tool!r} returned an awaitable: run it with"
                 " `await AsyncGuard.call(...)` so that its step completes once it returned"

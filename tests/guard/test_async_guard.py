@@ -255,10 +255,10 @@ def test_the_synchronous_call_refuses_a_coroutine_before_spending_its_budget(liv
 
     try:
         guard.declare(PLAN)
-        with pytest.raises(TypeError, match="AsyncGuard.call"):
+        with pytest.raises(TypeError, match=r"AsyncGuard\.call"):
             guard.call("github_list_issues", REPO, list_issues)
         # Refused before deciding: the step's one call is still there.
-        assert [(step.status, step.used) for step in guard.status().steps][0][1] == 0
+        assert guard.status().steps[0].used == 0
         with pytest.raises(TypeError, match="returned an awaitable"):
             guard.call("github_list_issues", REPO, hands_back_a_coroutine)
         # It did not run: its step is not shown completed.

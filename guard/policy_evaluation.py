@@ -29,9 +29,9 @@ from typing import Any, Final, NamedTuple
 from guard.constraints import ArgsMatcher, compile_args
 from guard.decisions import MAX_EVENT_RULE_DESCRIPTION_LENGTH
 from guard.deny import compile_deny_args
-from guard.eq_index import EqIndex
 from guard.patterns import compile_glob
 from guard.plan import DEFAULT_MAX_CALLS
+from guard.rule_index import RuleIndex, build_rule_index
 
 __all__ = [
     "MAX_CACHED_TOOLS",
@@ -324,16 +324,18 @@ _RuleMatchers = tuple[tuple[ArgsMatcher | None, PolicyDecision], ...]
 
 class _ToolRules(NamedTuple):
     """The rules concerning one tool for one member, denies and allows in policy order,
-    each with an optional index narrowing them by an argument pinned with ``eq``."""
+    each with an optional index narrowing them by the argument most of them pin
+    (guard.rule_index)."""
 
     denies: _RuleMatchers
-    deny_index: EqIndex | None
+    deny_index: RuleIndex | None
     allows: _RuleMatchers
-    allow_index: EqIndex | None
+    allow_index: RuleIndex | None
 
 
-def _first_match(rules: _RuleMatchers, index: EqIndex | None, args: Any) -> PolicyDecision | None:
-    """The decision of the first rule whose arguments `args` satisfy, in policy order."""
+def _first_match(rules: _RuleMatchers, index: RuleIndex | None, args: Any) -> PolicyDecision | None:
+    """The decision of the first rule whose arguments `args` satisfy, in policy order; with
+    an index, only among its candidates (it skips only rules that cannot match)."""
     if index is None:
         for matcher, decision in rules:
             if matcher is None or matcher(args):
@@ -395,9 +397,9 @@ class CompiledPolicy:
                 allow_args.append((len(allow_args), rule.pinned))
         entry = _ToolRules(
             tuple(denies),
-            EqIndex.build(deny_args, fail_closed=True),
+            build_rule_index(deny_args, fail_closed=True),
             tuple(allows),
-            EqIndex.build(allow_args),
+            build_rule_index(allow_args),
         )
         if len(self._by_tool) < MAX_CACHED_TOOLS:
             self._by_tool[tool] = entry
@@ -416,4 +418,15 @@ class CompiledPolicy:
         decision = _first_match(entry.denies, entry.deny_index, args)
         if decision is None:
             decision = _first_match(entry.allows, entry.allow_index, args)
+        return decision if decision is not None else self._default
+
+    def decide_by_scan(self, tool: str, args: Any) -> PolicyDecision:
+        """The verdict `decide` gives, reached by matching every rule concerning `tool` in
+        policy order, without the indexes: the reading the indexes must agree with."""
+        if not isinstance(tool, str):
+            return _NOT_A_TOOL_NAME
+        entry = self._resolve(tool)
+        decision = _first_match(entry.denies, None, args)
+        if decision is None:
+            decision = _first_match(entry.allows, None, args)
         return decision if decision is not None else self._default

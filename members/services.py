@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import DatabaseError, transaction
-from django.db.models import Model
+from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from audit.changes import created_changes, field_changes
 from guard.errors import FieldError
+from kernel.compiled_query import CompiledQuery
 from kernel.problems import Code, DomainError
 
 from .changes import (
@@ -288,6 +289,22 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     return api_key
 
 
+def _usable_key_queryset(*, lookup_id: str, now: datetime) -> QuerySet[ApiKey]:
+    """The usable key `lookup_id` with its agent, team and policy (lookup_id is unique: no
+    ORDER BY)."""
+    return (
+        ApiKey.objects.usable(now)
+        .select_related("agent", "agent__team", "agent__policy")
+        .filter(lookup_id=lookup_id)
+        .order_by()
+    )
+
+
+# Every API request authenticates: the query is compiled once per process and database, the
+# rule stays in ApiKeyQuerySet.usable and is read live at each call (kernel.compiled_query).
+_USABLE_KEY = CompiledQuery(_usable_key_queryset, text=("lookup_id",), datetimes=("now",))
+
+
 def api_key_authenticate(plaintext: str) -> ApiKey:
     """The usable key for ``plaintext``, or DomainError ``invalid_api_key``."""
     invalid = DomainError("invalid_api_key", "The API key is missing, unknown, revoked or expired.")
@@ -295,17 +312,9 @@ def api_key_authenticate(plaintext: str) -> ApiKey:
     if parsed is None:
         raise invalid
     lookup_id, secret = parsed
-    # get() rather than first(): lookup_id is unique, and no ORDER BY is needed. A revoked
-    # or expired key is not found, the same answer as an unknown one.
-    try:
-        api_key = (
-            ApiKey.objects.usable(timezone.now())
-            .select_related("agent", "agent__team", "agent__policy")
-            .get(lookup_id=lookup_id)
-        )
-    except ApiKey.DoesNotExist:
-        raise invalid from None
-    if not API_KEY_FORMAT.matches(api_key.secret_hash, secret):
+    # A revoked or expired key is not found, the same answer as an unknown one.
+    api_key = _USABLE_KEY.instance(lookup_id=lookup_id, now=timezone.now())
+    if api_key is None or not API_KEY_FORMAT.matches(api_key.secret_hash, secret):
         raise invalid
     return api_key
 

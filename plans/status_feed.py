@@ -20,10 +20,10 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
@@ -36,6 +36,7 @@ from kernel.bearer import (
     bearer_credential,
     client_address,
 )
+from kernel.compiled_query import CompiledQuery
 from kernel.problems import (
     PROBLEM_CONTENT_TYPE,
     Code,
@@ -195,68 +196,15 @@ def _one(queryset: QuerySet, field: str) -> Subquery:
     return Subquery(queryset.order_by().values(field)[:1])
 
 
-@dataclass(frozen=True)
-class _Statement:
-    """`status_queryset` compiled to SQL once per process and database: building and
-    compiling the ORM query costs more than running it, on every poll. `slots` names the
-    value each parameter takes (``plan_id``, ``lookup_id``, ``kid``, ``now``), or holds a
-    constant the query carried."""
-
-    sql: str
-    slots: tuple[tuple[str, Any], ...]
-
-
-# Values no request can send, found again among the compiled query's parameters.
-_SENTINELS: Final = {
-    "plan_id": "\x01plan-id\x01",
-    "lookup_id": "\x01lookup-id\x01",
-    "kid": "\x01kid\x01",
-}
-_SENTINEL_NOW: Final = datetime(2001, 2, 3, 4, 5, 6, 789, tzinfo=UTC)
-_statements: dict[str, _Statement] = {}
-
-
-def _statement() -> _Statement:
-    key = f"{connection.alias}:{connection.vendor}"
-    statement = _statements.get(key)
-    if statement is None:
-        queryset = status_queryset(
-            plan_id=_SENTINELS["plan_id"],
-            lookup_id=_SENTINELS["lookup_id"],
-            kid=_SENTINELS["kid"],
-            now=_SENTINEL_NOW,
-        )
-        sql, params = queryset.query.get_compiler(connection=connection).as_sql()
-        names: dict[object, str] = {value: name for name, value in _SENTINELS.items()}
-        names[connection.ops.adapt_datetimefield_value(_SENTINEL_NOW)] = "now"
-        slots = tuple(
-            ("value", names[param]) if _hashable(param) and param in names else ("constant", param)
-            for param in params
-        )
-        statement = _statements[key] = _Statement(sql, slots)
-    return statement
-
-
-def _hashable(value: object) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
+# Compiled once per process and database: building and compiling the ORM query costs more
+# than running it, on every poll (kernel.compiled_query).
+_STATUS_QUERY: Final = CompiledQuery(
+    status_queryset, text=("plan_id", "lookup_id", "kid"), datetimes=("now",)
+)
 
 
 def _status_row(*, plan_id: str, lookup_id: str, kid: str, now: datetime) -> tuple | None:
-    statement = _statement()
-    values = {
-        "plan_id": plan_id,
-        "lookup_id": lookup_id,
-        "kid": kid,
-        "now": connection.ops.adapt_datetimefield_value(now),
-    }
-    params = [values[slot] if kind == "value" else slot for kind, slot in statement.slots]
-    with connection.cursor() as cursor:
-        cursor.execute(statement.sql, params)
-        return cursor.fetchone()
+    return _STATUS_QUERY.row(plan_id=plan_id, lookup_id=lookup_id, kid=kid, now=now)
 
 
 def plan_status_for_key(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any, Final, Protocol
 
 import re2
@@ -89,6 +90,26 @@ def _argument(call_args: Any, name: str) -> Any:
     return call_args.get(name, _MISSING)
 
 
+@lru_cache(maxsize=256)
+def _compile_patterns(patterns: tuple[str, ...]) -> tuple[Any, Matcher] | None:
+    """One RE2 set of `patterns` and their alternation, or None when RE2 refuses either.
+
+    Cached: every tool name a rule's glob concerns resolves the same rules, and RE2 objects
+    are safe to share between threads.
+    """
+    # The same options (and so the same syntax and UTF-8 reading) as each rule's own
+    # matcher (guard.patterns.compile_re2), anchored at both ends as it is.
+    try:
+        pattern_set = re2.Set.FullMatchSet(options=_RE2_OPTIONS)
+        for pattern in patterns:
+            pattern_set.Add(pattern)
+        pattern_set.Compile()
+        any_pattern = re2_full_matcher("|".join(f"(?:{pattern})" for pattern in patterns))
+    except (re2.error, ValueError):
+        return None
+    return pattern_set, any_pattern
+
+
 class PatternIndex:
     """The entries pinning one argument with ``glob`` or ``regex``, as one RE2 set.
 
@@ -136,16 +157,10 @@ class PatternIndex:
                 positions.append(position)
             else:
                 others.append(position)
-        # The same options (and so the same syntax and UTF-8 reading) as each rule's own
-        # matcher (guard.patterns.compile_re2), anchored at both ends as it is.
-        try:
-            pattern_set = re2.Set.FullMatchSet(options=_RE2_OPTIONS)
-            for pattern in patterns:
-                pattern_set.Add(pattern)
-            pattern_set.Compile()
-            any_pattern = re2_full_matcher("|".join(f"(?:{pattern})" for pattern in patterns))
-        except (re2.error, ValueError):  # too large to compile as one: scan instead
+        compiled = _compile_patterns(tuple(patterns))
+        if compiled is None:  # too large to compile as one: scan instead
             return None
+        pattern_set, any_pattern = compiled
         every = tuple(sorted(position for position, _ in entries))
         return cls(
             name,

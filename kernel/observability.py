@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.utils.functional import LazyObject
 
 from . import metrics
 from .problems import PROBLEM_CONTENT_TYPE
@@ -70,9 +71,13 @@ def _response_body(response: HttpResponse) -> Mapping[str, object] | None:
 
 
 def _agent_id(request: HttpRequest) -> str | None:
-    # Only what DRF's authentication stored: reading request.user otherwise would load a
-    # session from the database on an admin page.
+    # Only what DRF's authentication stored (it replaces request.user with the agent). The
+    # lazy user Django's AuthenticationMiddleware puts there is never touched: reading it
+    # loads the session and its user from the database, on any request that carries a
+    # session cookie, even /healthz, which must answer while the database is down.
     user = request.__dict__.get("user")
+    if user is None or isinstance(user, LazyObject):
+        return None
     meta = getattr(user, "_meta", None)
     if meta is not None and meta.label_lower == _AGENT_MODEL_LABEL:
         return str(user.pk)  # type: ignore[union-attr]

@@ -93,6 +93,19 @@ def test_the_plain_line_names_the_request_and_leaves_out_what_it_lacks(db):
     assert rest == f"request_id={response['X-Request-ID']}"
 
 
+def test_the_line_of_a_request_with_a_session_cookie_reads_nothing_from_the_database(
+    admin_client, django_assert_num_queries
+):
+    """/healthz answers while the database is down, also for a signed-in admin: naming the
+    request's agent must not load the session's user."""
+    with request_lines(JsonFormatter()) as stream, django_assert_num_queries(0):
+        response = admin_client.get("/healthz")
+
+    assert response.status_code == 200
+    [line] = json_lines(stream)
+    assert (line["path"], line["agent"]) == ("/healthz", None)
+
+
 @pytest.mark.parametrize(
     ("given", "kept"),
     [

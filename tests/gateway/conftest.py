@@ -6,7 +6,6 @@ a policy allowing the test server's tools."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from policies.services import policy_set
 from tests.conftest import AgentPersona, make_agent
+from tests.integration.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM_SERVER = Path(__file__).resolve().parent / "upstream_server.py"
@@ -80,12 +80,6 @@ def gateway_parameters(control_plane: ControlPlane, *upstream: str) -> StdioServ
         env=gateway_environment(control_plane.agent.api_key),
         cwd=str(ROOT),
     )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 from django.conf import settings
 from django.db import connection
 
@@ -134,3 +136,48 @@ def forget_queue(queue: str, broker_url: str | None = None) -> None:
         client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
     finally:
         client.close()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_gunicorn(
+    env: dict[str, str], log: Path, *, workers: int, start_seconds: float = 60
+) -> tuple[subprocess.Popen, str]:
+    """gunicorn serving Plangate with `workers` sync workers on a free port, once it
+    answers /healthz; the process and its base URL."""
+    port = free_port()
+    process = start(
+        [
+            str(BIN / "gunicorn"),
+            "controlplane.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--worker-class",
+            "sync",
+            "--timeout",
+            "60",
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        log=log,
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + start_seconds
+    with httpx.Client(base_url=base_url, timeout=5) as client:
+        while time.monotonic() < deadline:
+            assert process.poll() is None, f"gunicorn exited:\n{tail(log)}"
+            try:
+                if client.get("/healthz").status_code == 200:
+                    return process, base_url
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+    stop(process)
+    raise AssertionError(f"gunicorn not ready after {start_seconds} s:\n{tail(log)}")

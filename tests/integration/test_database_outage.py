@@ -39,6 +39,7 @@ from .processes import (
     BIN,
     IS_POSTGRES,
     NEEDS_POSTGRES,
+    free_port,
     process_env,
     start,
     stop,
@@ -160,12 +161,6 @@ class TcpProxy:
                 sock.shutdown(socket.SHUT_RDWR)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _url_through(proxy: TcpProxy) -> str:
     """The test database's URL, with the proxy's address instead of PostgreSQL's."""
     parts = urlsplit(subprocess_database_url())
@@ -180,7 +175,7 @@ def _proxied_server(tmp_path: Path, *, workers: int, **env_overrides: str):
     params = connection.settings_dict
     proxy = TcpProxy((params["HOST"] or "127.0.0.1", int(params["PORT"] or 5432)))
     proxy.open()
-    port = _free_port()
+    port = free_port()
     env = process_env(
         DATABASE_URL=_url_through(proxy),
         PLANGATE_RATE_LIMIT="1000000/min",

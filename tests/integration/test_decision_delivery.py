@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -40,7 +39,16 @@ from plans.keys import signing_keys_bootstrap
 from plans.models import Plan, PlanEvent, PlanEventBatch
 from tests.conftest import plan_document
 
-from .processes import BIN, IS_POSTGRES, NEEDS_POSTGRES, process_env, start, stop, tail
+from .processes import (
+    BIN,
+    IS_POSTGRES,
+    NEEDS_POSTGRES,
+    free_port,
+    process_env,
+    start,
+    stop,
+    tail,
+)
 
 SERVER_START_SECONDS = 60.0
 OUTAGE_SECONDS = 30.0
@@ -66,17 +74,11 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 class ControlPlane:
     """gunicorn on the test database at a fixed port: `kill()` it, `start()` a new one."""
 
     def __init__(self, tmp_path: Path, *, workers: int = 2) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp_path / "gunicorn.log"
         self.workers = workers

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -16,14 +15,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import plan_document
 
-from .processes import BIN, IS_POSTGRES, process_env, start, stop, tail
-from .test_rate_limit_processes import free_port, seed_agent
+from .processes import IS_POSTGRES, process_env, start_gunicorn, stop, tail
+from .test_rate_limit_processes import seed_agent
 
 WORKERS = 2
 DECLARATIONS = 60
 CLIENTS = 12
 TOKEN = "metrics-token-for-the-process-test"
-SERVER_START_SECONDS = 60
 AT = "2026-11-30T09:00:00.250Z"
 # What seed_agent's member and policy admit.
 PLAN = plan_document(user="alice@limits.test", steps=[{"tool": "read_issue"}])
@@ -48,41 +46,6 @@ def server_env(tmp_path: Path, multiprocess_dir: Path) -> dict[str, str]:
     return process_env(**overrides)
 
 
-def start_gunicorn(env: dict[str, str], log: Path):
-    port = free_port()
-    process = start(
-        [
-            str(BIN / "gunicorn"),
-            "controlplane.wsgi:application",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(WORKERS),
-            "--worker-class",
-            "sync",
-            "--timeout",
-            "60",
-            "--log-level",
-            "warning",
-        ],
-        env=env,
-        log=log,
-    )
-    base_url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + SERVER_START_SECONDS
-    with httpx.Client(base_url=base_url, timeout=5) as client:
-        while time.monotonic() < deadline:
-            assert process.poll() is None, f"gunicorn exited:\n{tail(log)}"
-            try:
-                if client.get("/healthz").status_code == 200:
-                    return process, base_url
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-    stop(process)
-    raise AssertionError(f"gunicorn not ready after {SERVER_START_SECONDS} s:\n{tail(log)}")
-
-
 def scrape(base_url: str) -> dict[tuple[str, tuple], float]:
     # A new connection per scrape, so either worker may answer it.
     response = httpx.get(
@@ -104,7 +67,7 @@ def test_counts_add_up_across_worker_processes_and_requests_log_as_json(tmp_path
     api_key = seed_agent(env, tmp_path)
     headers = {"Authorization": f"Bearer {api_key}"}
     log = tmp_path / "gunicorn.log"
-    process, base_url = start_gunicorn(env, log)
+    process, base_url = start_gunicorn(env, log, workers=WORKERS)
     try:
 
         def declare(_: int) -> httpx.Response:

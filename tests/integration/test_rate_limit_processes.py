@@ -26,7 +26,16 @@ from django.conf import settings
 from kernel.problems import Code
 from members.authentication import AUTH_FAILURE_SCOPE
 
-from .processes import BIN, IS_POSTGRES, IS_REDIS, NEEDS_REDIS, ROOT, process_env, start, stop, tail
+from .processes import (
+    IS_POSTGRES,
+    IS_REDIS,
+    NEEDS_REDIS,
+    ROOT,
+    process_env,
+    start_gunicorn,
+    stop,
+    tail,
+)
 
 WORKERS = 4
 CLIENTS = 16
@@ -37,21 +46,12 @@ POLICY = {"version": 1, "default": "deny", "rules": [{"effect": "allow", "tools"
 # over in the middle of a burst would let a second limit's worth through.
 PERIOD_SECONDS = 3600
 WINDOW_MARGIN_SECONDS = 30
-SERVER_START_SECONDS = 60
 
 
 def wait_out_window_end() -> None:
     remaining = PERIOD_SECONDS - time.time() % PERIOD_SECONDS
     if remaining < WINDOW_MARGIN_SECONDS:
         time.sleep(remaining + 1)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def manage(env: dict[str, str], *arguments: str) -> str:
@@ -112,42 +112,6 @@ def no_address_counters(store):
     clear()
 
 
-def start_gunicorn(env: dict[str, str], tmp_path: Path):
-    port = free_port()
-    log = tmp_path / "gunicorn.log"
-    process = start(
-        [
-            str(BIN / "gunicorn"),
-            "controlplane.wsgi:application",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(WORKERS),
-            "--worker-class",
-            "sync",
-            "--timeout",
-            "60",
-            "--log-level",
-            "warning",
-        ],
-        env=env,
-        log=log,
-    )
-    base_url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + SERVER_START_SECONDS
-    with httpx.Client(base_url=base_url, timeout=5) as client:
-        while time.monotonic() < deadline:
-            assert process.poll() is None, f"gunicorn exited:\n{tail(log)}"
-            try:
-                if client.get("/healthz").status_code == 200:
-                    return process, base_url, log
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-    stop(process)
-    raise AssertionError(f"gunicorn not ready after {SERVER_START_SECONDS} s:\n{tail(log)}")
-
-
 def fire(base_url: str, api_keys: list[str]) -> list[httpx.Response]:
     """One GET of an unknown plan per key, from CLIENTS threads at once."""
 
@@ -187,7 +151,8 @@ def test_both_limits_hold_exactly_across_worker_processes(tmp_path, store, no_ad
     api_key = seed_agent(env, tmp_path)
     # Well-formed keys that do not exist, each different: a client guessing keys.
     guesses = [f"pg_{secrets.token_hex(6)}_{secrets.token_urlsafe(32)}" for _ in range(40)]
-    process, base_url, log = start_gunicorn(env, tmp_path)
+    log = tmp_path / "gunicorn.log"
+    process, base_url = start_gunicorn(env, log, workers=WORKERS)
     try:
         wait_out_window_end()
         # 100 requests with one key: exactly its 20 get through, whichever worker serves them.

@@ -37,7 +37,10 @@ def pytest_runtest_makereport(item, call):
     setattr(item, f"report_{report.when}", report)
 
 
-@pytest.fixture(scope="session")
+# Package scope: Playwright's synchronous API keeps an event loop running in the main
+# thread while it is open, so it must be gone before the tests after this package that run
+# asyncio themselves (the MCP gateway's, the async guard's).
+@pytest.fixture(scope="package")
 def browser():
     if not CHROMIUM.exists():
         pytest.skip(

@@ -121,9 +121,11 @@ def test_pip_installs_the_guard_alone(tmp_path):
     assert Path(loaded["file"]).is_relative_to(target)
     assert {"guard.agent.guard", "guard.plan", "guard.tokens"} <= set(loaded["modules"])
     (metadata,) = target.glob("plangate_guard-*.dist-info/METADATA")
-    requires = {
-        re.split(r"[<>=!~ ;\[]", line.removeprefix("Requires-Dist: "))[0].lower()
-        for line in metadata.read_text().splitlines()
-        if line.startswith("Requires-Dist: ")
-    }
-    assert requires == EXPECTED_DEPENDENCIES
+    requires: dict[str, set[str]] = {}  # by extra; "" for what every install gets
+    for line in metadata.read_text().splitlines():
+        if line.startswith("Requires-Dist: "):
+            requirement = line.removeprefix("Requires-Dist: ")
+            extra = re.search(r"extra == ['\"]([a-z0-9-]+)['\"]", requirement)
+            name = re.split(r"[<>=!~ ;\[]", requirement)[0].lower()
+            requires.setdefault(extra.group(1) if extra else "", set()).add(name)
+    assert requires == {"": EXPECTED_DEPENDENCIES, "mcp": {"mcp"}}

@@ -10,10 +10,13 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
+import pytest
 from django.conf import settings
 from django.db import connection
 
@@ -27,6 +30,21 @@ NEEDS_POSTGRES = (
     "in-memory test database"
 )
 NEEDS_REDIS = "needs Redis (CELERY_BROKER_URL=redis://...)"
+
+#: The marks of a test that runs a real Celery worker on PostgreSQL and Redis, as in
+#: production (``pytestmark = [*REAL_WORKER_MARKS]``): skipped with the reason where either
+#: is absent, and on a transactional database, so the worker sees what the test commits.
+REAL_WORKER_MARKS = (
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    pytest.mark.worker,
+    pytest.mark.skipif(not IS_POSTGRES, reason=NEEDS_POSTGRES),
+    pytest.mark.skipif(not IS_REDIS, reason=NEEDS_REDIS),
+    pytest.mark.django_db(transaction=True),
+)
+
+#: Beat's other schedules slowed down, for a test about one of them (its variables override)
+QUIET_BEAT = {"KEY_ROTATION_CHECK_SECONDS": "3600", "PLAN_EXPIRY_SWEEP_SECONDS": "3600"}
 
 
 def subprocess_database_url() -> str:
@@ -125,6 +143,45 @@ def start_beat_worker(
     log = directory / "worker.log"
     args = worker_args(queue, "-B", "--schedule", str(directory / "celerybeat-schedule"))
     return start(args, env=env, log=log), log
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A worker ``running_worker`` started: its queue, its process and its log."""
+
+    queue: str
+    process: subprocess.Popen
+    log: Path
+
+    def exited(self) -> bool:
+        return self.process.poll() is not None
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def tail(self) -> str:
+        return tail(self.log)
+
+
+@contextlib.contextmanager
+def running_worker(directory: Path, *, beat: bool = False, **variables: str) -> Iterator[Worker]:
+    """A real Celery worker on a queue of its own (with beat and ``QUIET_BEAT`` when
+    ``beat``), the environment ``variables`` set, its log in ``directory``; stopped, and
+    its queue removed from Redis, when the block ends."""
+    queue = unique_queue()
+    env = process_env(
+        **{**(QUIET_BEAT if beat else {}), **variables, "CELERY_TASK_DEFAULT_QUEUE": queue}
+    )
+    if beat:
+        process, log = start_beat_worker(queue, env=env, directory=directory)
+    else:
+        log = directory / "worker.log"
+        process = start(worker_args(queue), env=env, log=log)
+    try:
+        yield Worker(queue, process, log)
+    finally:
+        stop(process)
+        forget_queue(queue)
 
 
 def forget_queue(queue: str, broker_url: str | None = None) -> None:

@@ -8,73 +8,28 @@ fails clearly rather than with a traceback, is this test's to show."""
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-import guard
-
-GUARD_DIR = Path(guard.__file__).parent
-INSTALL_TIMEOUT = 900
-NO_NETWORK = re.compile(
-    r"No matching distribution|Could not find a version|NewConnectionError|"
-    r"Temporary failure in name resolution|Network is unreachable"
-)
+from .installed import fresh_virtualenv
 
 
 @pytest.mark.slow  # builds a virtualenv and runs pip
 def test_pip_install_with_the_mcp_extra_gives_a_working_plangate_mcp(tmp_path):
-    source = tmp_path / "guard"
-    shutil.copytree(GUARD_DIR, source, ignore=shutil.ignore_patterns("__pycache__"))
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    elsewhere = tmp_path / "elsewhere"  # neither the checkout nor the source copy
-    elsewhere.mkdir()
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    env["PATH"] = f"{venv / 'bin'}:/usr/bin:/bin"
-
-    def run(*command: str, extra_env: dict[str, str] | None = None, timeout: float = 120):
-        return subprocess.run(
-            list(command),
-            capture_output=True,
-            text=True,
-            cwd=elsewhere,
-            env={**env, **(extra_env or {})},
-            timeout=timeout,
-        )
-
-    def pip_install(requirement: str) -> None:
-        installed = run(
-            str(venv / "bin" / "python"),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            requirement,
-            timeout=INSTALL_TIMEOUT,
-        )
-        if installed.returncode != 0 and NO_NETWORK.search(installed.stdout + installed.stderr):
-            pytest.skip(f"pip could not fetch the dependencies: {installed.stderr[-300:]}")
-        assert installed.returncode == 0, installed.stdout + installed.stderr
-
+    installed = fresh_virtualenv(tmp_path)
     ready = {"PLANGATE_API_KEY": "pg_unused", "PLANGATE_URL": "http://127.0.0.1:9"}
 
-    pip_install(str(source))
-    without_extra = run("plangate-mcp", "--", "some-server", extra_env=ready)
-    pip_install(f"{source}[mcp]")
-    helped = run("plangate-mcp", "--help")
-    gateway_modules = run(
-        str(venv / "bin" / "python"),
+    installed.pip_install(str(installed.source))
+    without_extra = installed.run("plangate-mcp", "--", "some-server", extra_env=ready)
+    installed.pip_install(f"{installed.source}[mcp]")
+    helped = installed.run("plangate-mcp", "--help")
+    gateway_modules = installed.run(
+        installed.bin("python"),
         "-c",
         "import guard.gateway.serve, guard.gateway.relay, mcp; print(guard.gateway.serve.__file__)",
     )
-    missing_key = run("plangate-mcp", "--url", "http://127.0.0.1:9", "--", "some-server")
+    missing_key = installed.run("plangate-mcp", "--url", "http://127.0.0.1:9", "--", "some-server")
 
     assert without_extra.returncode == 2
     assert 'the MCP gateway needs the mcp extra: pip install "plangate-guard[mcp]"' in (
@@ -84,6 +39,6 @@ def test_pip_install_with_the_mcp_extra_gives_a_working_plangate_mcp(tmp_path):
     assert helped.stdout.startswith("usage: plangate-mcp")
     assert "--upstream-url" in helped.stdout
     assert gateway_modules.returncode == 0, gateway_modules.stderr
-    assert Path(gateway_modules.stdout.strip()).is_relative_to(venv)
+    assert Path(gateway_modules.stdout.strip()).is_relative_to(installed.venv)
     assert missing_key.returncode == 2
     assert "PLANGATE_API_KEY" in missing_key.stderr

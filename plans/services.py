@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import Field, Model
+from django.db import transaction
 from django.utils import timezone
 
 from audit.actors import current_actor
@@ -22,6 +21,7 @@ from guard.plan import plan_hash, validate_plan
 from guard.policy_evaluation import StepWarning, evaluate_plan, unpinned_policy_arguments
 from guard.policy_review import plan_reviews
 from kernel.problems import DomainError
+from kernel.row_insert import row_insert
 from members.models import Agent, Member
 from members.services import agent_require_active
 from policies.models import PolicyVersion
@@ -183,41 +183,9 @@ def _record_token(
     )
 
 
-_INSERT_STATEMENTS: dict[tuple[str, str], tuple[str, tuple[Field, ...]]] = {}
-
-
-def _insert_statement(model: type[Model]) -> tuple[str, tuple[Field, ...]]:
-    """The INSERT of one ``model`` row and the fields it takes, in order: every concrete
-    field but an automatic primary key. Built once per process and database vendor."""
-    key = (model._meta.label, connection.vendor)
-    statement = _INSERT_STATEMENTS.get(key)
-    if statement is None:
-        meta = model._meta
-        fields = tuple(field for field in meta.concrete_fields if field is not meta.auto_field)
-        quote = connection.ops.quote_name
-        columns = ", ".join(quote(field.column) for field in fields)
-        placeholders = ", ".join(["%s"] * len(fields))
-        # Only the model's own table and column names are formatted in.
-        sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({placeholders})"  # noqa: S608
-        statement = _INSERT_STATEMENTS[key] = (sql, fields)
-    return statement
-
-
-def _row_insert(instance: Model) -> None:
-    """Insert ``instance`` as ``save(force_insert=True)`` stores it: each value prepared by
-    its own field (defaults, JSON, dates), in the caller's transaction. The ORM builds the
-    INSERT anew for every save, which cost more than running it on the issuance path; the
-    plan and its token are the rows each signature adds (tests/plans/test_row_insert.py
-    holds this to save()'s answer). Sends no signals (nothing listens to these models) and
-    leaves an automatic primary key unset (nothing here reads it)."""
-    sql, fields = _insert_statement(type(instance))
-    values = [
-        field.get_db_prep_save(field.pre_save(instance, add=True), connection) for field in fields
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, values)
-    instance._state.adding = False
-    instance._state.db = connection.alias
+# The plan and token rows each signature adds, inserted by a statement built once per
+# process (kernel.row_insert; tests/plans/test_row_insert.py holds them to save()'s rows).
+_row_insert = row_insert
 
 
 def plan_issue(

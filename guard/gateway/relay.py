@@ -1,13 +1,13 @@
 """The gateway's relay: JSON-RPC messages between the MCP client and the wrapped server,
 every ``tools/call`` decided by the guard on its way.
 
-The relay works on the wire's messages (the SDK's transports hand them over as
-``SessionMessage``), not through a server object: whatever the two ends say to each other
-(resources, prompts, completion, logging, progress, cancellation, sampling, elicitation,
-roots, list-changed notifications, methods of protocol versions to come) passes as it was
-sent, ids included. The gateway never sends a request of its own to either end, so ids
-cannot collide; it only answers some of the client's requests itself (see
-`guard.gateway`).
+The relay works on the wire's messages (`guard.gateway.wire.Wire`: the SDK's JSON-RPC
+types, with the line each came as), not through a server object: whatever the two ends say
+to each other (resources, prompts, completion, logging, progress, cancellation, sampling,
+elicitation, roots, list-changed notifications, methods of protocol versions to come)
+passes as it was sent, byte for byte where both ends speak stdio, ids included. The gateway never sends a
+request of its own to either end, so ids cannot collide; it only answers some of the
+client's requests itself (see `guard.gateway`).
 
 The event loop never waits for the network on the guard's behalf: `check` and `completed`
 are in-memory, and a declaration runs in a worker thread.
@@ -24,19 +24,16 @@ from typing import Any, Final, Protocol
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
-from mcp.client._transport import TransportStreams
-from mcp.shared.message import SessionMessage
 from mcp_types import (
     CONNECTION_CLOSED,
     PARSE_ERROR,
+    PROTOCOL_VERSION_META_KEY,
     ErrorData,
     JSONRPCError,
-    JSONRPCMessage,
     JSONRPCRequest,
     JSONRPCResponse,
     RequestId,
 )
-from mcp_types._types import PROTOCOL_VERSION_META_KEY
 
 from guard.agent.session import CallDecision
 from guard.agent.tools import DECLARE_PLAN_TOOL
@@ -46,7 +43,7 @@ from guard.gateway.results import (
     declare_plan_call_result,
     tools_with_declare_plan,
 )
-from guard.gateway.upstream import HttpHeaders
+from guard.gateway.wire import MessageEnd, Wire
 
 __all__ = ["UPSTREAM_CLOSED", "CallGuard", "Relay"]
 
@@ -96,15 +93,13 @@ class Relay:
         self,
         guard: CallGuard,
         *,
-        client: TransportStreams,
-        upstream: TransportStreams,
-        http_headers: HttpHeaders | None = None,
+        client: MessageEnd,
+        upstream: MessageEnd,
         warn: Callable[[str], None] = _warn,
     ) -> None:
         self._guard = guard
-        self._client_read, self._client_write = client
-        self._upstream_read, self._upstream_write = upstream
-        self._http_headers = http_headers
+        self._client = client
+        self._upstream = upstream
         self._warn = warn
         self._forwarded: dict[RequestId, _Forwarded] = {}
         self._failure: str | None = None
@@ -124,26 +119,20 @@ class Relay:
         """Relays the client's messages until the client closes its side (or the server's
         side fails, which cancels this)."""
         try:
-            async for item in self._client_read:
+            async for item in self._client:
                 if isinstance(item, Exception):
                     # A line that is not JSON-RPC: no id to answer to, so JSON-RPC's null one.
-                    await self._to_client(
-                        JSONRPCError(
-                            jsonrpc="2.0",
-                            id=None,
-                            error=ErrorData(code=PARSE_ERROR, message=f"not JSON-RPC: {item}"),
-                        )
-                    )
+                    error = ErrorData(code=PARSE_ERROR, message=f"not JSON-RPC: {item}")
+                    await self._to_client(Wire(JSONRPCError(jsonrpc="2.0", id=None, error=error)))
                     continue
-                message = item.message
-                if isinstance(message, JSONRPCRequest):
-                    await self._client_request(message, tasks)
+                if isinstance(item.message, JSONRPCRequest):
+                    await self._client_request(item, item.message, tasks)
                 else:
-                    await self._to_upstream(message)
+                    await self._to_upstream(item)
         except _GONE:
             pass  # the client went away: the connection is over
 
-    async def _client_request(self, request: JSONRPCRequest, tasks: TaskGroup) -> None:
+    async def _client_request(self, wire: Wire, request: JSONRPCRequest, tasks: TaskGroup) -> None:
         params = request.params or {}
         if request.method == "tools/call":
             name = params.get("name")
@@ -166,7 +155,7 @@ class Relay:
                 request.method,
                 first_tools_page=request.method == "tools/list" and params.get("cursor") is None,
             )
-        await self._to_upstream(request)
+        await self._to_upstream(wire)
 
     async def _declare(self, request_id: RequestId, arguments: object, modern: bool) -> None:
         """Declares the model's plan in a worker thread: the control plane's answer, and a
@@ -178,10 +167,9 @@ class Relay:
         )
         await self._answer(request_id, declare_plan_call_result(declared, modern=modern))
 
-    async def _to_upstream(self, message: JSONRPCMessage) -> None:
-        metadata = self._http_headers.metadata(message) if self._http_headers else None
+    async def _to_upstream(self, wire: Wire) -> None:
         try:
-            await self._upstream_write.send(SessionMessage(message, metadata))
+            await self._upstream.send(wire)
         except _GONE:
             # The transport closed its writing side: the server is gone. The reading side
             # ends too, and `_from_upstream` reports it.
@@ -192,25 +180,24 @@ class Relay:
     async def _from_upstream(self) -> None:
         """Relays the server's messages; its end (or garbage) ends the gateway."""
         try:
-            async for item in self._upstream_read:
+            async for item in self._upstream:
                 if isinstance(item, Exception):
                     await self._fail(
                         f"the wrapped MCP server sent a message that is not JSON-RPC: {item}"
                     )
                     return
-                message = item.message
-                if isinstance(message, JSONRPCResponse | JSONRPCError):
-                    message = self._server_answer(message)
-                await self._to_client(message)
+                if isinstance(item.message, JSONRPCResponse | JSONRPCError):
+                    item = self._server_answer(item, item.message)
+                await self._to_client(item)
         except _GONE:
             pass
         await self._fail(UPSTREAM_CLOSED)
 
-    def _server_answer(self, answer: JSONRPCResponse | JSONRPCError) -> JSONRPCMessage:
+    def _server_answer(self, wire: Wire, answer: JSONRPCResponse | JSONRPCError) -> Wire:
         """The server's answer to a relayed request, as the client receives it."""
         forwarded = self._forwarded.pop(answer.id, None) if answer.id is not None else None
         if forwarded is None or isinstance(answer, JSONRPCError):
-            return answer  # the step of a failed call stays in progress: it did not return
+            return wire  # the step of a failed call stays in progress: it did not return
         if forwarded.decision is not None:
             if call_completed(answer.result):
                 self._guard.completed(forwarded.decision)
@@ -221,18 +208,16 @@ class Relay:
                     f"the wrapped server lists a tool named {DECLARE_PLAN_TOOL!r}: it is"
                     " hidden behind the guard's own"
                 )
-            return JSONRPCResponse(jsonrpc="2.0", id=answer.id, result=result)
-        elif forwarded.method == "initialize" and self._http_headers is not None:
-            self._http_headers.initialized(answer.result)
-        return answer
+            return Wire(JSONRPCResponse(jsonrpc="2.0", id=answer.id, result=result))
+        return wire
 
     async def _answer(self, request_id: RequestId, result: dict[str, Any]) -> None:
-        await self._to_client(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result))
+        await self._to_client(Wire(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)))
 
-    async def _to_client(self, message: JSONRPCMessage) -> None:
+    async def _to_client(self, wire: Wire) -> None:
         # The client may have gone away: then `_from_client` ends the connection.
         with suppress(*_GONE):
-            await self._client_write.send(SessionMessage(message))
+            await self._client.send(wire)
 
     # --- the end --------------------------------------------------------------------------
 
@@ -244,13 +229,8 @@ class Relay:
         unanswered, self._forwarded = self._forwarded, {}
         with anyio.CancelScope(shield=True), anyio.move_on_after(2):
             for request_id in unanswered:
-                await self._to_client(
-                    JSONRPCError(
-                        jsonrpc="2.0",
-                        id=request_id,
-                        error=ErrorData(code=CONNECTION_CLOSED, message=f"plangate-mcp: {reason}"),
-                    )
-                )
+                error = ErrorData(code=CONNECTION_CLOSED, message=f"plangate-mcp: {reason}")
+                await self._to_client(Wire(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
         # Ends `run`: cancels the client side's loop, whatever it waits on.
         if self._tasks is not None:
             self._tasks.cancel_scope.cancel()

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from guard.gateway.client_stdio import client_stdio
 from guard.gateway.relay import CallGuard, Relay
-from guard.gateway.upstream import HttpHeaders, open_upstream
+from guard.gateway.upstream import open_upstream
 
 __all__ = ["serve"]
 
@@ -21,10 +21,4 @@ async def serve(
         client_stdio() as client,
         open_upstream(command=command, url=upstream_url) as upstream,
     ):
-        relay = Relay(
-            guard,
-            client=client,
-            upstream=upstream,
-            http_headers=HttpHeaders() if upstream_url else None,
-        )
-        return await relay.run()
+        return await Relay(guard, client=client, upstream=upstream).run()

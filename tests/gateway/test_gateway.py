@@ -114,15 +114,15 @@ def test_a_declared_plan_lets_its_calls_through_unchanged_and_blocks_the_rest(co
 
 def test_progress_notifications_reach_the_client(control_plane):
     async def scenario() -> tuple[CallToolResult, list[tuple[float, float | None, str | None]]]:
-        progress: list[tuple[float, float | None, str | None]] = []
+        reports: list[tuple[float, float | None, str | None]] = []
 
-        async def on_progress(value: float, total: float | None, message: str | None) -> None:
-            progress.append((value, total, message))
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            reports.append((progress, total, message))
 
         async with Client(gateway_parameters(control_plane)) as client:
             await declare(client)
             result = await client.call_tool("count", {"n": 3}, progress_callback=on_progress)
-        return result, progress
+        return result, reports
 
     result, progress = anyio.run(scenario)
 

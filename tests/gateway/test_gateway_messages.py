@@ -3,8 +3,12 @@ streamable-HTTP server, message by message (no processes)."""
 
 from __future__ import annotations
 
-from mcp_types import JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
-from mcp_types._types import PROTOCOL_VERSION_META_KEY
+from mcp_types import (
+    PROTOCOL_VERSION_META_KEY,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+)
 
 from guard.agent.session import NO_PLAN
 from guard.agent.tools import DECLARE_PLAN_TOOL, mcp_tool

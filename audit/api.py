@@ -9,6 +9,8 @@ nothing new, ``next`` stays where it was.
 
 The response's shape is declared once, by the serializers below, which both write it and
 document it; the hashed part of each record comes from ``audit.chain.record_document``.
+``redacted`` (AuditRecord.is_redacted) is outside the hash: it says that retention emptied
+the record, whose hash a client then cannot recompute.
 """
 
 from __future__ import annotations
@@ -134,7 +136,13 @@ class AuditRecordSerializer(serializers.Serializer):
     )
     hash = serializers.CharField(
         help_text="lowercase hex SHA-256 of the RFC 8785 JSON of this record without `id`, "
-        "`team` and `hash`"
+        "`team`, `hash` and `redacted`"
+    )
+    redacted = serializers.BooleanField(
+        help_text="true: the team's retention period removed this record's content (a guard "
+        "decision or a refused attempt). It keeps its place in the chain (`seq`, `kind`, "
+        "`at`, `prevHash`, `hash`); every other field is empty, so its `hash` cannot be "
+        "recomputed. The team's `change` record with `details.object` `retention` counts it."
     )
 
 
@@ -147,8 +155,14 @@ class AuditRecordPageSerializer(serializers.Serializer):
 
 def record_api_document(record: AuditRecord, team_slug: str) -> dict[str, Any]:
     """What AuditRecordSerializer writes for ``record``: the hashed document, plus ``id``,
-    the team's slug and the hash."""
-    return {**record_document(record), "id": record.pk, "team": team_slug, "hash": record.hash}
+    the team's slug, the hash and whether retention emptied it."""
+    return {
+        **record_document(record),
+        "id": record.pk,
+        "team": team_slug,
+        "hash": record.hash,
+        "redacted": record.is_redacted(),
+    }
 
 
 def _query(request: Request) -> dict[str, int]:

@@ -8,7 +8,9 @@ one before, so a record cannot be changed, removed or moved without breaking the
 its own or of the next.
 
 An auditor holding an API record recomputes its hash without the server: drop ``id``,
-``team`` and ``hash``, add ``teamId``, and hash the canonical JSON of the rest.
+``team``, ``hash`` and ``redacted``, and hash the canonical JSON of the rest (``teamId``
+included). A record the API marks ``redacted`` was emptied by retention (audit.retention):
+its content, and so its hash, is gone; only its place in the chain can be checked.
 """
 
 from __future__ import annotations

@@ -30,6 +30,14 @@ class AuditRecordQuerySet(models.QuerySet["AuditRecord"]):
     def unsealed(self) -> AuditRecordQuerySet:
         return self.filter(seq__isnull=True)
 
+    def redacted(self) -> AuditRecordQuerySet:
+        """Records whose content retention removed (AuditRecord.is_redacted)."""
+        return self.filter(redacted_at__isnull=False)
+
+    def whole(self) -> AuditRecordQuerySet:
+        """Records that still hold their content."""
+        return self.filter(redacted_at__isnull=True)
+
 
 class AuditRecord(models.Model):
     team_path: ClassVar[str] = "team"
@@ -95,6 +103,11 @@ class AuditRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} {self.at:%Y-%m-%d %H:%M:%S}"
+
+    def is_redacted(self) -> bool:
+        """Retention removed the record's content (audit.retention): it keeps its place in
+        the chain, and its hash can no longer be recomputed from what it holds."""
+        return self.redacted_at is not None
 
 
 class RefusedAttempt(AuditRecord):

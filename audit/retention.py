@@ -84,8 +84,10 @@ _REDACTED_VALUES: dict[str, Any] = {
 
 def expired_records(*, team_id: int, cutoff: datetime) -> Any:
     """The team's sealed records that retention redacts and that are still whole."""
-    return AuditRecord.objects.sealed().filter(
-        team_id=team_id, kind__in=RETAINED_KINDS, at__lt=cutoff, redacted_at__isnull=True
+    return (
+        AuditRecord.objects.sealed()
+        .whole()
+        .filter(team_id=team_id, kind__in=RETAINED_KINDS, at__lt=cutoff)
     )
 
 
@@ -122,9 +124,11 @@ def records_redact_batch(
         by_kind: dict[str, int] = {}
         for record in records:
             by_kind[record.kind] = by_kind.get(record.kind, 0) + 1
-        redacted = AuditRecord.objects.filter(
-            pk__in=[record.pk for record in records], redacted_at__isnull=True
-        ).update(redacted_at=timezone.now(), **_REDACTED_VALUES)
+        redacted = (
+            AuditRecord.objects.whole()
+            .filter(pk__in=[record.pk for record in records])
+            .update(redacted_at=timezone.now(), **_REDACTED_VALUES)
+        )
         if redacted != len(records):
             # Another run redacted some first (SQLite has no row locks): which ones is not
             # known, so this batch claims none by kind; the run's record still counts every
@@ -146,7 +150,7 @@ def _declared(team_id: int) -> int:
 
 def redactions_unaccounted(*, team_id: int) -> int:
     """Redacted records of the team that no retention record counts (0 when all are)."""
-    redacted = AuditRecord.objects.filter(team_id=team_id, redacted_at__isnull=False).count()
+    redacted = AuditRecord.objects.redacted().filter(team_id=team_id).count()
     return max(0, redacted - _declared(team_id))
 
 

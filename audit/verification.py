@@ -96,7 +96,7 @@ def chain_verify(*, team: Team) -> ChainReport:
                     "before was changed and rehashed)",
                 )
             )
-        if record.redacted_at is not None:
+        if record.is_redacted():
             # Emptied by retention (audit.retention): its hash cannot be recomputed, its
             # place in the chain is checked; only the kinds retention removes may be.
             first_redacted = first_redacted or record.seq

@@ -3,13 +3,16 @@ administrator would: straight SQL, no model code."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.db import connection
+from django.utils import timezone
 
 from audit.models import AuditRecord
-from audit.services import record_append
+from audit.services import record_append, records_seal
 from members.models import Team
+from plans.retention import retention_apply
 
 
 def append(team: Team, count: int = 1, **fields: Any) -> list[AuditRecord]:
@@ -31,6 +34,28 @@ def append(team: Team, count: int = 1, **fields: Any) -> list[AuditRecord]:
         record_append(team=team, **{**defaults, "details": {"n": number}, **fields})
         for number in range(count)
     ]
+
+
+def emptied_by_retention(team: Team) -> tuple[AuditRecord, AuditRecord]:
+    """Two sealed refused attempts of ``team``, and a run of the real retention service: the
+    one older than the team's retention period as retention left it (emptied), and the
+    recent one (untouched). The run's own record is sealed too."""
+    now = timezone.now()
+    (old,) = append(
+        team,
+        kind=AuditRecord.Kind.PLAN_REFUSED,
+        code="policy_denied",
+        at=now - timedelta(days=team.retention_days + 1),
+    )
+    (recent,) = append(
+        team, kind=AuditRecord.Kind.PLAN_REFUSED, code="policy_denied", at=now - timedelta(days=1)
+    )
+    records_seal()
+    retention_apply(now=now)
+    records_seal()
+    old.refresh_from_db()
+    recent.refresh_from_db()
+    return old, recent
 
 
 def sealed_seqs(team: Team) -> list[int]:

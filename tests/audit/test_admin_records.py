@@ -14,7 +14,7 @@ from django.utils import timezone
 from audit.models import AuditRecord
 from audit.services import records_seal
 
-from .helpers import append
+from .helpers import append, emptied_by_retention
 
 TRAIL = "/admin/audit/auditrecord/"
 REFUSED = "/admin/audit/refusedattempt/"
@@ -170,6 +170,19 @@ def test_exports_are_team_scoped_and_carry_the_chain(trail, auditor_client, othe
     for row in sealed:
         assert row["hash"] == stored[row["id"]].hash
     assert any(row["seq"] is None for row in mine)  # the unsealed one, exported too
+
+
+def test_the_export_marks_a_record_retention_emptied_and_no_other(team, auditor_client):
+    emptied, untouched = emptied_by_retention(team)
+    rows = {int(row["id"]): row for row in export(auditor_client, TRAIL, "csv")}
+    assert rows[emptied.pk]["redacted"] == "true"
+    assert rows[emptied.pk]["user"] == rows[emptied.pk]["code"] == ""
+    assert rows[emptied.pk]["hash"] == emptied.hash
+    assert rows[untouched.pk]["redacted"] == "false"
+    assert rows[untouched.pk]["code"] == "policy_denied"
+    assert [pk for pk, row in rows.items() if row["redacted"] == "true"] == [emptied.pk]
+    lines = {row["id"]: row for row in export(auditor_client, TRAIL, "jsonl")}
+    assert (lines[emptied.pk]["redacted"], lines[untouched.pk]["redacted"]) == (True, False)
 
 
 def test_a_csv_cell_that_would_run_as_a_formula_is_quoted(trail, auditor_client):

@@ -21,7 +21,7 @@ from guard.canonical import canonical_json
 from kernel.problems import Code
 from tests.plans.helpers import assert_problem
 
-from .helpers import append
+from .helpers import append, emptied_by_retention
 
 URL = "/v1/audit/records"
 
@@ -45,6 +45,12 @@ def trail(team, other_team):
     records_seal()
     append(team, 2)
     return team
+
+
+def hash_recomputed(record: dict) -> str:
+    """The hash of an API record as an auditor recomputes it, without the server."""
+    hashed = {k: v for k, v in record.items() if k not in {"id", "team", "hash", "redacted"}}
+    return hashlib.sha256(canonical_json(hashed)).hexdigest()
 
 
 def page(client: APIClient, **params) -> dict:
@@ -122,14 +128,44 @@ def test_each_record_carries_what_an_auditor_reads_and_its_hash_can_be_recompute
         "details": {"errors": [{"path": "steps[0]", "detail": "denied by rule 1"}]},
         "prevHash": stored.prev_hash,
         "hash": stored.hash,
+        "redacted": False,
     }
     for each in records:
-        hashed = {k: v for k, v in each.items() if k not in {"id", "team", "hash"}}
-        assert hashlib.sha256(canonical_json(hashed)).hexdigest() == each["hash"]
+        assert hash_recomputed(each) == each["hash"]
         # The declared shape validates what the view wrote.
         assert AuditRecordSerializer(data=each).is_valid(), each
     # Chained: each record's prevHash is the hash before it.
     assert all(b["prevHash"] == a["hash"] for a, b in itertools.pairwise(records))
+
+
+def test_a_record_retention_emptied_is_marked_redacted_and_an_untouched_one_is_not(team, token):
+    emptied, untouched = emptied_by_retention(team)
+    records = {r["id"]: r for r in page(client_for(token), limit=1000)["records"]}
+
+    assert emptied.is_redacted() and not untouched.is_redacted()
+    assert records[emptied.pk]["redacted"] is True
+    assert records[untouched.pk]["redacted"] is False
+    # Only the emptied one: retention's own change record is whole too.
+    assert [r["id"] for r in records.values() if r["redacted"]] == [emptied.pk]
+    # The marked record keeps its place and stored hash, and nothing an auditor reads...
+    marked = records[emptied.pk]
+    assert (marked["seq"], marked["kind"], marked["hash"]) == (
+        emptied.seq,
+        "plan_refused",
+        emptied.hash,
+    )
+    assert (marked["user"], marked["code"], marked["agent"], marked["details"]) == (
+        "",
+        "",
+        None,
+        {},
+    )
+    # ...so its hash cannot be recomputed, while the untouched one's can.
+    assert hash_recomputed(marked) != marked["hash"]
+    assert hash_recomputed(records[untouched.pk]) == untouched.hash
+    assert records[untouched.pk]["code"] == "policy_denied"
+    for each in records.values():
+        assert AuditRecordSerializer(data=each).is_valid(), each
 
 
 def test_a_record_with_no_agent_or_policy_has_nulls(team, token):
@@ -275,4 +311,7 @@ def test_the_openapi_schema_documents_the_endpoint(client):
     assert {"seq", "at", "kind", "team", "agent", "policy", "prevHash", "hash"} <= set(
         record["properties"]
     )
+    assert record["properties"]["redacted"]["type"] == "boolean"
+    assert "retention" in record["properties"]["redacted"]["description"]
+    assert "redacted" in record["required"]
     assert schema["components"]["securitySchemes"]["auditTokenAuth"]["scheme"] == "bearer"

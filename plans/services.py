@@ -20,6 +20,7 @@ from guard.errors import DocumentInvalid, FieldError
 from guard.plan import plan_hash, validate_plan
 from guard.policy_evaluation import StepWarning, evaluate_plan, unpinned_policy_arguments
 from guard.policy_review import plan_reviews
+from kernel.compiled_query import CompiledQuery
 from kernel.problems import DomainError
 from kernel.row_insert import row_insert
 from members.models import Agent, Member
@@ -361,13 +362,10 @@ def plan_token_sign_current(
     with transaction.atomic():
         # Re-read the status under lock: a revocation that lands meanwhile must win, and
         # the token signed above is then never handed out.
-        status = (
-            Plan.objects.select_for_update()
-            .filter(pk=plan.pk)
-            .values_list("status", flat=True)
-            .get()
-        )
-        if status == Plan.Status.REVOKED:
+        locked = _PLAN_STATUS_LOCKED.row(plan_id=plan.pk)
+        if locked is None:
+            raise Plan.DoesNotExist("the plan was deleted while it was signed")
+        if locked[0] == Plan.Status.REVOKED:
             raise DomainError("plan_revoked", "The plan was revoked; declare a new plan.")
         if kind == PlanToken.Kind.ISSUE and not plan.tokens.exists():
             plan_issued_record(
@@ -396,6 +394,14 @@ def plan_token_sign_current(
             version=version,
             warnings=warnings,
         )
+
+
+# The plan's status under a row lock (no lock on SQLite, whose writer holds the database),
+# compiled once per process (kernel.compiled_query): every refresh reads it.
+_PLAN_STATUS_LOCKED = CompiledQuery(
+    lambda plan_id: Plan.objects.select_for_update().filter(pk=plan_id).values_list("status"),
+    text=("plan_id",),
+)
 
 
 # A plan id is a ULID (Crockford base32). Anything else names no plan, and must not reach

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from members.services import member_upsert
 from tests.conftest import plan_document
+from tests.integration.processes import IS_POSTGRES, NEEDS_POSTGRES
 
 # The rate limits' two (the address's failed authentications are read, the API key's
 # counter is incremented: kernel/ratelimit.py, with the counters in the database), the API
@@ -60,3 +63,20 @@ def test_refresh_queries(warmed, django_assert_num_queries):
         )
 
     assert response.status_code == 200, response.content
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not IS_POSTGRES, reason=NEEDS_POSTGRES)
+def test_refresh_reads_the_plans_status_under_a_row_lock(warmed):
+    """A revocation that lands while a refresh signs must win: the status is re-read
+    FOR UPDATE in the refresh's transaction (plans.services, compiled once)."""
+    issued = warmed.client.post("/v1/plans", {"plan": plan_document()}, format="json").json()
+
+    with CaptureQueriesContext(connection) as captured:
+        response = warmed.client.post(
+            f"/v1/plans/{issued['id']}/refresh", {"token": issued["token"]}, format="json"
+        )
+
+    assert response.status_code == 200, response.content
+    locked = [query["sql"] for query in captured if query["sql"].endswith("FOR UPDATE")]
+    assert len(locked) == 1 and '"status"' in locked[0]

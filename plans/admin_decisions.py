@@ -10,10 +10,9 @@ autodiscovery registers it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import ClassVar
 
 from django.contrib import admin
-from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
@@ -30,15 +29,7 @@ from policies.models import PolicyVersion
 
 from .admin_display import constraints_html, step_label, step_number
 from .admin_timeline import decision_rule, decision_rule_html, timeline_url
-from .models import Plan, PlanEvent, PlanToken
-from .selectors import DecidedUnderAnnotations, decisions_with_policy_version
-
-if TYPE_CHECKING:
-    from django_stubs_ext import WithAnnotations
-
-    DecisionRow = WithAnnotations[PlanEvent, DecidedUnderAnnotations]
-else:
-    DecisionRow = PlanEvent
+from .models import PlanEvent
 
 
 class AgentChoiceFilter(admin.SimpleListFilter):
@@ -125,7 +116,8 @@ class DecisionCodeFilter(admin.SimpleListFilter):
 
 
 class DecisionPolicyVersionFilter(admin.SimpleListFilter):
-    """The policy version a decision was made under: that of the token in force."""
+    """The policy version a decision was made under, as the server resolved and stored it
+    (``PlanEvent.decided_under``): one index (``plan_event_version``) serves the page."""
 
     title = "policy version"
     parameter_name = "policy_version"
@@ -143,40 +135,7 @@ class DecisionPolicyVersionFilter(admin.SimpleListFilter):
         value = self.value()
         if not value or not value.isdigit():
             return queryset
-        return decided_under_version(queryset, int(value))
-
-
-def decided_under_version(queryset: QuerySet[PlanEvent], version_id: int) -> QuerySet[PlanEvent]:
-    """The decisions among ``queryset`` made under policy version ``version_id``.
-
-    The version of a decision is computed per row (``decisions_with_policy_version``), so
-    the rows are first narrowed to those that can have it, by indexes: a decision is made
-    under its plan's own version or under that of one of its plan's tokens."""
-    tokens = PlanToken.objects.filter(policy_version_id=version_id).values("plan_id")
-    possible = Plan.objects.filter(Q(policy_version_id=version_id) | Q(pk__in=tokens))
-    # An annotation, which the stubs' field check does not know: passed by name.
-    return decisions_with_policy_version(queryset.filter(plan__in=possible)).filter(
-        **{"decided_under_version_id": version_id}
-    )
-
-
-def with_decided_under(events: list[PlanEvent]) -> list[PlanEvent]:
-    """``events`` with the policy version each was made under (the attributes of
-    ``decisions_with_policy_version``), read in one query for these rows only: a list
-    page computes it for the rows it shows, not for every row it counts or skips."""
-    if not events:
-        return events
-    fields = list(DecidedUnderAnnotations.__annotations__)
-    decided = {
-        row["pk"]: row
-        for row in decisions_with_policy_version(
-            PlanEvent.objects.filter(pk__in=[event.pk for event in events])
-        ).values("pk", *fields)
-    }
-    for event in events:
-        for name in fields:
-            setattr(event, name, decided[event.pk][name])
-    return events
+        return queryset.filter(decided_under_id=int(value))
 
 
 def _version_link(version_id: int, slug: str, number: int) -> str:
@@ -208,7 +167,7 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
     ]
     exact_searches = (ulid_search("plan_id"),)
     search_help_text = "Search by plan id (exact)."
-    list_select_related = ["plan__member", "plan__agent"]
+    list_select_related = ["plan__member", "plan__agent", "decided_under__policy"]
     ordering = ["-occurred_at", "-id"]
     fieldsets = [
         (
@@ -261,8 +220,8 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         ("step", lambda event: step_number(event.step)),
         ("rule_index", "rule_index"),
         ("rule_description", "rule_description"),
-        ("policy", "decided_under_policy_slug"),
-        ("policy_version", "decided_under_version_number"),
+        ("policy", "decided_under.policy.slug"),
+        ("policy_version", "decided_under.number"),
         ("reason", "reason"),
         ("args_digest", "args_digest"),
         ("args", "args"),
@@ -276,27 +235,11 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         context = {"title": "Guard decision", **(extra_context or {})}
         return super().change_view(request, object_id, form_url, context)
 
-    def get_changelist(self, request: HttpRequest, **kwargs):
-        changelist_class = super().get_changelist(request, **kwargs)
-
-        class DecisionChangeList(changelist_class):  # type: ignore[misc,valid-type]
-            def get_results(self, request: HttpRequest) -> None:
-                super().get_results(request)
-                self.result_list: list[Any] = with_decided_under(list(self.result_list))
-
-        return DecisionChangeList
-
-    def get_object(self, request: HttpRequest, object_id: str, from_field=None):
-        event = super().get_object(request, object_id, from_field)
-        return with_decided_under([event])[0] if event is not None else None
-
-    def export_queryset(self, request: HttpRequest):
-        # Exported rows are streamed in chunks: each computes its version in its query
-        # (the policy version filter has already added it).
-        queryset = super().export_queryset(request)
-        if "decided_under_version_id" in queryset.query.annotations:
-            return queryset
-        return decisions_with_policy_version(queryset)
+    def get_queryset(self, request: HttpRequest):
+        # The plan's member and agent and the version each decision was made under, with
+        # its policy, in the same query: on the list, the export and the decision's page.
+        # (The change list applies list_select_related only to a queryset without any.)
+        return super().get_queryset(request).select_related(*self.list_select_related)
 
     @admin.display(description="when", ordering="occurred_at")
     def occurred(self, event: PlanEvent) -> str:
@@ -365,18 +308,15 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         return step_label(event.step)
 
     @admin.display(description="policy version")
-    def policy_version_link(self, event: DecisionRow) -> str:
-        return _version_link(
-            event.decided_under_version_id,
-            event.decided_under_policy_slug,
-            event.decided_under_version_number,
-        )
+    def policy_version_link(self, event: PlanEvent) -> str:
+        version = event.decided_under
+        return _version_link(version.pk, version.policy.slug, version.number)
 
     # --- the decision's own page ---------------------------------------------------------
 
     @admin.display(description="policy version in force")
-    def policy_version_shown(self, event: DecisionRow) -> str:
-        version = self._version(event)
+    def policy_version_shown(self, event: PlanEvent) -> str:
+        version = event.decided_under
         return format_html(
             "{} · published {} by {} · comment: {}",
             _version_link(version.pk, version.policy.slug, version.number),
@@ -386,10 +326,10 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         )
 
     @admin.display(description="rule")
-    def rule_shown(self, event: DecisionRow) -> str:
+    def rule_shown(self, event: PlanEvent) -> str:
         """The rule as published in the version's document, so "which rule allowed this"
         needs no other page."""
-        version = self._version(event)
+        version = event.decided_under
         rule_index, description = decision_rule(event)
         if rule_index is None:
             return format_html(
@@ -409,8 +349,8 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         )
 
     @admin.display(description="rule")
-    def rule_column(self, event: DecisionRow) -> str:
-        return decision_rule_html(event, event.decided_under_version_id, shorten=True)
+    def rule_column(self, event: PlanEvent) -> str:
+        return decision_rule_html(event, event.decided_under_id, shorten=True)
 
     @admin.display(description="step planned")
     def planned_step(self, event: PlanEvent) -> str:
@@ -430,12 +370,3 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         if event.args is None:
             return "Not kept: the team logs only a digest of the arguments."
         return format_html('<pre class="plangate-pre">{}</pre>', pretty_json(event.args))
-
-    def _version(self, event: DecisionRow) -> PolicyVersion:
-        cached = getattr(event, "_decided_under", None)
-        if cached is None:
-            cached = PolicyVersion.objects.select_related("policy").get(
-                pk=event.decided_under_version_id
-            )
-            event._decided_under = cached  # type: ignore[attr-defined]
-        return cached

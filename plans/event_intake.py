@@ -18,12 +18,12 @@ anything is written, then stored in one transaction with its audit records:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, models, transaction
+from django.db import connection, models, transaction
 from django.db.models import F
 from django.db.models.functions import Least
 from django.utils import timezone
@@ -36,6 +36,7 @@ from guard.events import EventBatch, GuardEvent, PlanEnd, validate_event_batch
 from kernel.problems import DomainError
 from members.models import Agent
 
+from .decided_under import TokenVersion, decided_under
 from .models import Plan, PlanDisplayUpdate, PlanEvent, PlanEventBatch, PlanToken
 from .records import agent_actor
 from .services import plan_get_for_agent
@@ -75,7 +76,7 @@ def plan_events_record(*, agent: Agent, plan_id: str, batch: object) -> Recorded
         valid = validate_event_batch(batch, steps=len(plan.document["steps"]))
     except DocumentInvalid as exc:
         raise DomainError("invalid_events", "The batch is not valid.", errors=exc.errors) from exc
-    slugs = _policy_versions(plan, valid.events)
+    versions = _policy_versions(plan, valid.events)
     keep_arguments = plan.team.log_call_arguments
     now = timezone.now()
     received = PlanEventBatch(
@@ -90,18 +91,16 @@ def plan_events_record(*, agent: Agent, plan_id: str, batch: object) -> Recorded
         arguments_stored=keep_arguments,
     )
     with transaction.atomic():
-        try:
-            with transaction.atomic():  # a savepoint: the duplicate leaves the rest usable
-                received.save(force_insert=True)
-        except IntegrityError:
+        if not _batch_insert(received):
             return _duplicate(plan, valid)
-        _events_insert(plan, received, valid.events, keep_arguments)
+        decided = [versions.decided_under(event) for event in valid.events]
+        _events_insert(plan, received, valid.events, decided, keep_arguments)
         if valid.display_updates:
             PlanDisplayUpdate.objects.bulk_create(
                 PlanDisplayUpdate(plan=plan, occurred_at=update.occurred_at, message=update.message)
                 for update in valid.display_updates
             )
-        _decision_records_insert(plan, agent, valid.events, slugs)
+        _decision_records_insert(plan, agent, valid.events, decided, versions)
         records = []
         if valid.lost:
             Plan.objects.filter(pk=plan.pk).update(
@@ -134,25 +133,55 @@ def _duplicate(plan: Plan, batch: EventBatch) -> RecordedEvents:
     )
 
 
-def _policy_versions(plan: Plan, events: Iterable[GuardEvent]) -> dict[int, str]:
-    """Policy version number -> policy slug, for the versions the plan's tokens carried.
-    An event naming a version that no token of the plan carried is refused."""
-    slugs = {plan.policy_version.number: plan.policy_version.policy.slug}
-    claimed = {event.policy_version for event in events} - {None} - slugs.keys()
-    if claimed:
-        slugs.update(
-            PlanToken.objects.filter(plan=plan)
-            .order_by("issued_at", "id")
-            .values_list("policy_version__number", "policy_version__policy__slug")
+@dataclass(frozen=True)
+class PlanVersions:
+    """What the plan's tokens say of the policy versions its decisions were made under:
+    read once per batch, in one query."""
+
+    plan_version_id: int
+    #: the plan's tokens, oldest first, as ``decided_under`` reads them
+    tokens: tuple[TokenVersion, ...]
+    #: PolicyVersion id -> (policy slug, version number), for every version named here
+    named: dict[int, tuple[str, int]]
+
+    def decided_under(self, event: GuardEvent) -> int:
+        """The id of the version ``event`` was made under (plans.decided_under's rule)."""
+        return decided_under(
+            tokens=self.tokens,
+            plan_version_id=self.plan_version_id,
+            reported=event.policy_version,
+            occurred_at=event.occurred_at,
         )
+
+
+def _policy_versions(plan: Plan, events: Sequence[GuardEvent]) -> PlanVersions:
+    """The plan's tokens and the versions they carried. An event naming a version number
+    that neither the plan nor any token of it carried is refused."""
+    issued_with = plan.policy_version
+    named = {issued_with.pk: (issued_with.policy.slug, issued_with.number)}
+    tokens = []
+    for issued_at, pk, version_id, number, slug in (
+        PlanToken.objects.filter(plan=plan)
+        .order_by("issued_at", "id")
+        .values_list(
+            "issued_at",
+            "id",
+            "policy_version_id",
+            "policy_version__number",
+            "policy_version__policy__slug",
+        )
+    ):
+        tokens.append(TokenVersion(issued_at, pk, version_id, number))
+        named[version_id] = (slug, number)
+    numbers = {number for _, number in named.values()}
     errors = [
         FieldError(f"events[{index}].policyVersion", "no token of this plan carried it")
         for index, event in enumerate(events)
-        if event.policy_version is not None and event.policy_version not in slugs
+        if event.policy_version is not None and event.policy_version not in numbers
     ]
     if errors:
         raise DomainError("invalid_events", "The batch is not valid.", errors=errors)
-    return slugs
+    return PlanVersions(plan_version_id=issued_with.pk, tokens=tuple(tokens), named=named)
 
 
 def _common(plan: Plan, agent: Agent) -> dict[str, Any]:
@@ -168,15 +197,16 @@ def _common(plan: Plan, agent: Agent) -> dict[str, Any]:
 
 
 def _decision_fields(
-    plan: Plan, event: GuardEvent, slugs: dict[int, str]
+    event: GuardEvent, version_id: int, versions: PlanVersions
 ) -> tuple[datetime, str, int, str, dict[str, Any] | None, dict[str, Any]]:
-    """What a ``decision`` record says of one event, beyond what every record of the batch
-    shares (``_common``): the values of DECISION_RECORD_FIELDS, in that order."""
-    version = event.policy_version or plan.policy_version.number
+    """What a ``decision`` record says of one event made under policy version
+    ``version_id``, beyond what every record of the batch shares (``_common``): the values
+    of DECISION_RECORD_FIELDS, in that order."""
+    slug, number = versions.named[version_id]
     return (
         event.occurred_at,
-        slugs[version],
-        version,
+        slug,
+        number,
         event.decision.value,
         (
             {"index": event.rule.index, "description": event.rule.description}
@@ -205,13 +235,14 @@ EVENT_FIELDS = (
     "rule_index",
     "rule_description",
     "policy_version",
+    "decided_under",
     "args_digest",
     "args",
 )
 
 
-def _event_fields(event: GuardEvent, keep_arguments: bool) -> tuple[Any, ...]:
-    """The values of EVENT_FIELDS for one event."""
+def _event_fields(event: GuardEvent, version_id: int, keep_arguments: bool) -> tuple[Any, ...]:
+    """The values of EVENT_FIELDS for one event made under policy version ``version_id``."""
     return (
         event.occurred_at,
         event.tool,
@@ -221,6 +252,7 @@ def _event_fields(event: GuardEvent, keep_arguments: bool) -> tuple[Any, ...]:
         event.rule.index if event.rule is not None else None,
         event.rule.description if event.rule is not None else "",
         event.policy_version,
+        version_id,
         event.args_digest,
         event.args if keep_arguments else None,
     )
@@ -230,14 +262,28 @@ def _events_insert(
     plan: Plan,
     received: PlanEventBatch,
     events: Sequence[GuardEvent],
+    decided: Sequence[int],
     keep_arguments: bool,
 ) -> None:
+    """The events, each with the id of the policy version it was made under (``decided``,
+    in the same order)."""
     template = PlanEvent(plan=plan, batch=received)  # received_at: auto_now_add
-    rows_insert(template, EVENT_FIELDS, [_event_fields(event, keep_arguments) for event in events])
+    rows_insert(
+        template,
+        EVENT_FIELDS,
+        [
+            _event_fields(event, version_id, keep_arguments)
+            for event, version_id in zip(events, decided, strict=True)
+        ],
+    )
 
 
 def _decision_records_insert(
-    plan: Plan, agent: Agent, events: Sequence[GuardEvent], slugs: dict[int, str]
+    plan: Plan,
+    agent: Agent,
+    events: Sequence[GuardEvent],
+    decided: Sequence[int],
+    versions: PlanVersions,
 ) -> None:
     """One ``decision`` audit record per event: what the batch's records share is built
     once by the trail's own ``record_build``, the rest per event."""
@@ -245,8 +291,40 @@ def _decision_records_insert(
     rows_insert(
         template,
         DECISION_RECORD_FIELDS,
-        [_decision_fields(plan, event, slugs) for event in events],
+        [
+            _decision_fields(event, version_id, versions)
+            for event, version_id in zip(events, decided, strict=True)
+        ],
     )
+
+
+def _batch_insert(received: PlanEventBatch) -> bool:
+    """Insert the batch's row unless the same (plan, stream, seq) is stored: True when it
+    was inserted (its id set), False for a batch received before. One statement, ``INSERT
+    ... ON CONFLICT DO NOTHING RETURNING id`` (PostgreSQL, SQLite 3.35+): no savepoint to
+    set and release around an insert that may fail. A second attempt arriving while the
+    first is uncommitted waits for it on PostgreSQL, then inserts nothing."""
+    meta = received._meta
+    fields = [field for field in meta.concrete_fields if not field.primary_key]
+    quote = connection.ops.quote_name
+    values = [
+        field.get_db_prep_save(field.pre_save(received, add=True), connection) for field in fields
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {quote(meta.db_table)} "  # noqa: S608 (names from the model)
+            f"({', '.join(quote(field.column) for field in fields)}) "
+            f"VALUES ({', '.join(['%s'] * len(fields))}) "
+            f"ON CONFLICT DO NOTHING RETURNING {quote(meta.pk.column)}",
+            values,
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    received.pk = row[0]
+    received._state.adding = False
+    received._state.db = connection.alias
+    return True
 
 
 #: Parameters per statement: under SQLite's smallest default limit since 3.32 (32,766) and

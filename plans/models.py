@@ -212,6 +212,12 @@ class PlanEvent(models.Model):
     policy_version = models.PositiveIntegerField(
         null=True, blank=True, help_text="the version the token in force carried"
     )
+    #: the policy version the decision was made under, resolved by the server from the
+    #: plan's tokens when the decision arrived (plans.decided_under, the rule's one home);
+    #: the auditor's pages filter, show and export it; indexed by ``plan_event_version``
+    decided_under = models.ForeignKey(
+        "policies.PolicyVersion", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     args_digest = models.CharField(max_length=64, blank=True)
     args = models.JSONField(null=True, blank=True, help_text="only when the team logs arguments")
 
@@ -221,6 +227,11 @@ class PlanEvent(models.Model):
             # A plan's decisions in time order (its page, its timeline's first and last
             # rows, the decisions list searched by plan id), and any lookup by plan.
             models.Index(fields=["plan", "occurred_at", "id"], name="plan_event_timeline"),
+            # The decisions made under one policy version, in the list's order (read
+            # backwards): the version filter reads a page from it.
+            models.Index(
+                fields=["decided_under", "occurred_at", "id"], name="plan_event_version"
+            ),
         ]
 
     def __str__(self) -> str:

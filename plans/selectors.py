@@ -11,23 +11,17 @@ from typing import Any, TypedDict, TypeVar
 
 from django.db import connection
 from django.db.models import (
-    BigIntegerField,
     BooleanField,
-    CharField,
     F,
     Model,
-    OuterRef,
-    PositiveIntegerField,
     QuerySet,
-    Subquery,
 )
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Coalesce
 
 from members.models import Agent, Group, Member, Role, Team, email_normalize
 from policies.models import Policy, PolicyVersion
 
-from .models import Plan, PlanEvent, PlanToken, SigningKey
+from .models import Plan, PlanEvent, SigningKey
 
 
 class DecidedUnderAnnotations(TypedDict):
@@ -38,41 +32,15 @@ class DecidedUnderAnnotations(TypedDict):
     decided_under_policy_slug: str
 
 
-def _tokens_of_the_plan() -> QuerySet[PlanToken]:
-    """The tokens of the plan of the decision ``OuterRef`` points at, newest first."""
-    return PlanToken.objects.filter(plan_id=OuterRef("plan_id")).order_by("-issued_at", "-id")
-
-
 def decisions_with_policy_version(queryset: QuerySet[PlanEvent]) -> QuerySet[PlanEvent]:
     """Each decision with the policy version it was made under (``decided_under_version_id``,
-    ``_number`` and ``decided_under_policy_slug``), in the same query.
-
-    The guard reports the version number of the token it held (``policy_version``): the
-    version is that of the plan's token carrying that number, the one in force at the time
-    first. A decision from a guard that reported no number is counted under the token in
-    force when it was made, by time; one stamped before the plan's first token (the
-    agent's clock a little behind) under the version the plan was issued with.
-    """
-    tokens = _tokens_of_the_plan()
-    by_time = tokens.filter(issued_at__lte=OuterRef("occurred_at"))
-    reported = tokens.filter(policy_version__number=OuterRef("policy_version"))
-    reported_in_force = by_time.filter(policy_version__number=OuterRef("policy_version"))
-    version = PolicyVersion.objects.filter(pk=OuterRef("decided_under_version_id"))
+    ``_number`` and ``decided_under_policy_slug``), in the same query: read from the
+    version the server resolved and stored when the decision arrived (``decided_under``;
+    the rule is plans.decided_under's), by joins on primary keys, never a rule per row."""
     return queryset.annotate(
-        decided_under_version_id=Coalesce(
-            Subquery(reported_in_force.values("policy_version_id")[:1]),
-            Subquery(reported.values("policy_version_id")[:1]),
-            Subquery(by_time.values("policy_version_id")[:1]),
-            F("plan__policy_version_id"),
-            output_field=BigIntegerField(),
-        )
-    ).annotate(
-        decided_under_version_number=Subquery(
-            version.values("number")[:1], output_field=PositiveIntegerField()
-        ),
-        decided_under_policy_slug=Subquery(
-            version.values("policy__slug")[:1], output_field=CharField()
-        ),
+        decided_under_version_id=F("decided_under_id"),
+        decided_under_version_number=F("decided_under__number"),
+        decided_under_policy_slug=F("decided_under__policy__slug"),
     )
 
 

@@ -24,6 +24,7 @@ from plans.services import plan_issue, plan_refresh
 from policies.services import policy_set
 from tests.admin.test_list_queries import grow, queries_for
 from tests.conftest import POLICY, make_agent, plan_document
+from tests.plans.decision_rows import decision_create, decisions_bulk_create
 
 
 def page(client, url: str, query: dict | None = None) -> str:
@@ -90,7 +91,7 @@ def timeline_times(html: str) -> list[str]:
 
 
 def decide(plan, at, tool="github_list_issues", decision=Decision.ALLOWED, step=0, **more):
-    return PlanEvent.objects.create(
+    return decision_create(
         plan=plan, occurred_at=at, tool=tool, decision=decision, step=step, **more
     )
 
@@ -243,7 +244,7 @@ def test_a_plan_with_20000_decisions_shows_the_first_and_last_and_links_the_rest
     big = plan_issue(agent=agent.agent, document=plan_document()).plan
     start = big.created_at + timedelta(seconds=1)
     for plan, count in ((small, 300), (big, 20_000)):
-        PlanEvent.objects.bulk_create(
+        decisions_bulk_create(
             (
                 PlanEvent(
                     plan=plan,

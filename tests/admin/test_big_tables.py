@@ -20,11 +20,12 @@ from plans.models import PlanEvent
 from plans.services import plan_issue
 from tests.conftest import plan_document
 from tests.integration.processes import IS_POSTGRES, NEEDS_POSTGRES
+from tests.plans.decision_rows import decisions_bulk_create
 
 
 def decide(plan, count: int, decision: str = Decision.ALLOWED) -> None:
     now = timezone.now()
-    PlanEvent.objects.bulk_create(
+    decisions_bulk_create(
         PlanEvent(plan=plan, occurred_at=now, tool="github_get_issue", decision=decision, step=0)
         for _ in range(count)
     )

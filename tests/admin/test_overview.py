@@ -12,11 +12,12 @@ from django.utils import timezone
 
 from guard.decisions import Decision
 from members.services import api_key_create, member_upsert, team_get_or_create
-from plans.models import Plan, PlanEvent
+from plans.models import Plan
 from plans.services import plan_issue
 from policies.services import policy_set
 from tests.admin.conftest import KEY_OPERATORS, logged_in, make_staff
 from tests.conftest import POLICY, make_agent, plan_document
+from tests.plans.decision_rows import decision_create
 
 INDEX = "/admin/"
 
@@ -41,12 +42,10 @@ def busy_day(team, agent) -> None:
     Plan.objects.filter(pk=first.pk).update(decisions_lost=2)
     now = timezone.now()
     for decision in [Decision.NOT_IN_PLAN, Decision.POLICY_DENIED, Decision.NOT_IN_PLAN]:
-        PlanEvent.objects.create(plan=first, occurred_at=now, tool="github_x", decision=decision)
-    PlanEvent.objects.create(
-        plan=first, occurred_at=now, tool="github_get_issue", decision=Decision.ALLOWED
-    )
+        decision_create(plan=first, occurred_at=now, tool="github_x", decision=decision)
+    decision_create(plan=first, occurred_at=now, tool="github_get_issue", decision=Decision.ALLOWED)
     # Older than the window: not counted.
-    PlanEvent.objects.create(
+    decision_create(
         plan=first,
         occurred_at=now - timedelta(hours=25),
         tool="github_x",

@@ -15,6 +15,7 @@ from kernel.problems import Code
 from plans.admin_display import acp_message_html
 from plans.models import Plan, PlanDisplayUpdate, PlanEvent
 from tests.conftest import plan_document
+from tests.plans.decision_rows import decisions_bulk_create
 from tests.plans.helpers import assert_problem
 
 
@@ -26,7 +27,7 @@ def plan_page(client, plan) -> str:
 
 def record_events(plan, *events) -> None:
     now = timezone.now()
-    PlanEvent.objects.bulk_create(
+    decisions_bulk_create(
         PlanEvent(plan=plan, occurred_at=now + timedelta(seconds=index), **event)
         for index, event in enumerate(events)
     )

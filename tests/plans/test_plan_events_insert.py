@@ -23,6 +23,7 @@ from plans.event_intake import (
     _common,
     _decision_fields,
     _event_fields,
+    _policy_versions,
     plan_events_record,
 )
 from plans.models import Plan, PlanEvent, PlanEventBatch
@@ -30,10 +31,11 @@ from tests.conftest import plan_document
 
 STREAM = "0f3c9a7be2d84c51a6b0e1f2d3c4b5a6"
 # The API key and the plan read, the rate limits' two (kernel/ratelimit.py), the
-# transaction's savepoint pair (pytest-django runs each test in a transaction), the
-# batch's own savepoint pair, and three inserts: the batch, its events, their decision
-# records.
-EVENTS_QUERIES = 11
+# transaction's savepoint pair (pytest-django runs each test in a transaction), the plan's
+# tokens (which policy version each decision was made under), and three inserts: the
+# batch (ON CONFLICT DO NOTHING, no savepoint of its own), its events, their decision
+# records. 11 before the tokens were read at every batch: the batch's savepoint pair went.
+EVENTS_QUERIES = 10
 
 
 def event(index: int) -> dict[str, Any]:
@@ -152,20 +154,31 @@ def test_the_insert_stores_what_bulk_create_stores(agent, declared, events, keep
     orm_batch = PlanEventBatch.objects.create(
         plan=plan, stream=stream + "-orm", seq=1, received_at=fast_batch.received_at
     )
-    PlanEvent.objects.bulk_create(
-        PlanEvent(
-            plan=plan,
-            batch=orm_batch,
-            **dict(zip(EVENT_FIELDS, _event_fields(item, keep_arguments), strict=True)),
+    versions = _policy_versions(plan, valid.events)
+
+    def orm_event(item: Any) -> PlanEvent:
+        fields = dict(
+            zip(
+                EVENT_FIELDS,
+                _event_fields(item, versions.decided_under(item), keep_arguments),
+                strict=True,
+            )
         )
-        for item in valid.events
-    )
-    slugs = {1: plan.policy_version.policy.slug}
+        fields["decided_under_id"] = fields.pop("decided_under")
+        return PlanEvent(plan=plan, batch=orm_batch, **fields)
+
+    PlanEvent.objects.bulk_create(orm_event(item) for item in valid.events)
     orm_records = records_append(
         record_build(
             **_common(plan, agent.agent),
             kind=AuditRecord.Kind.DECISION,
-            **dict(zip(DECISION_RECORD_FIELDS, _decision_fields(plan, item, slugs), strict=True)),
+            **dict(
+                zip(
+                    DECISION_RECORD_FIELDS,
+                    _decision_fields(item, versions.decided_under(item), versions),
+                    strict=True,
+                )
+            ),
         )
         for item in valid.events
     )

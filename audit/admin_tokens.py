@@ -12,17 +12,16 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from kernel.admin_actions import OneTimeFormToken, confirm_action, redirect_after_action
+from kernel.admin_actions import OneTimeFormToken, confirm_action
 from kernel.admin_base import PlangateModelAdmin
+from kernel.admin_credentials import RevocableCredentialAdmin
 from kernel.admin_secrets import shown_once_view
-from kernel.admin_widgets import datetime_column
 from members.models import Team
 
 from .models import AuditToken
@@ -43,7 +42,7 @@ def _is_superuser(request: HttpRequest) -> bool:
 
 
 @admin.register(AuditToken)
-class AuditTokenAdmin(PlangateModelAdmin):
+class AuditTokenAdmin(RevocableCredentialAdmin, PlangateModelAdmin):
     list_display = [
         "prefix_shown",
         "name",
@@ -68,8 +67,6 @@ class AuditTokenAdmin(PlangateModelAdmin):
     readonly_fields = fields
     actions = ["revoke_audit_tokens"]
     object_actions = {"revoke_audit_tokens": "Revoke this token"}
-    created = datetime_column("created_at", "created")
-    last_used = datetime_column("last_used_at", "last used")
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return _is_superuser(request)
@@ -88,13 +85,6 @@ class AuditTokenAdmin(PlangateModelAdmin):
 
     def has_revoke_permission(self, request: HttpRequest, obj=None) -> bool:
         return _is_superuser(request)
-
-    def object_action_available(self, obj: AuditToken, action_name: str) -> bool:
-        return not obj.is_revoked()
-
-    @admin.display(description="prefix", ordering="lookup_id")
-    def prefix_shown(self, token: AuditToken) -> str:
-        return format_html("<code>{}</code>", token.prefix)
 
     @admin.display(description="state")
     def state(self, token: AuditToken) -> str:
@@ -147,14 +137,11 @@ class AuditTokenAdmin(PlangateModelAdmin):
         )
         if confirmation is not None:
             return confirmation
-        revoked = []
-        with transaction.atomic():
-            for token in queryset.filter(revoked_at__isnull=True):
-                if audit_token_revoke(token=token):
-                    self.log_change(request, token, "Revoked.")
-                    revoked.append(token.prefix)
-        if revoked:
-            self.message_user(request, f"Revoked {', '.join(revoked)}.")
-        else:
-            self.message_user(request, "The selected tokens were already revoked.", messages.INFO)
-        return redirect_after_action(request)
+
+        def revoke(token: AuditToken) -> bool:
+            if not audit_token_revoke(token=token):
+                return False
+            self.log_change(request, token, "Revoked.")
+            return True
+
+        return self.credentials_revoke(request, queryset, revoke=revoke, plural="tokens")

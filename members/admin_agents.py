@@ -14,7 +14,6 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponseRedirect
 from django.urls import path, reverse
@@ -26,9 +25,9 @@ from kernel.admin_actions import (
     OneTimeFormToken,
     confirm_action,
     object_action_allowed,
-    redirect_after_action,
 )
 from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
+from kernel.admin_credentials import RevocableCredentialAdmin
 from kernel.admin_forms import ServiceSavedAdmin
 from kernel.admin_secrets import shown_once_view
 from kernel.admin_widgets import datetime_column
@@ -268,12 +267,12 @@ class ApiKeyStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
+class ApiKeyAdmin(ReadOnlyPermissions, RevocableCredentialAdmin, PlangateModelAdmin):
     """Browsable and revocable; created only from the agent's page ("Create API key" shows
     the secret once), never edited; revoked keys stay, for the record."""
 
     list_display = [
-        "prefix",
+        "prefix_shown",
         "name",
         "agent",
         "created",
@@ -286,7 +285,7 @@ class ApiKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
     search_fields = ["lookup_id", "name", "agent__name"]
     list_select_related = ["agent"]
     fields: ClassVar[tuple[str, ...]] = (
-        "prefix",
+        "prefix_shown",
         "name",
         "agent",
         "created_at",
@@ -297,24 +296,15 @@ class ApiKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
     readonly_fields = fields
     actions = ["revoke_api_keys"]
     object_actions = {"revoke_api_keys": "Revoke this key"}
-    created = datetime_column("created_at", "created")
-    last_used = datetime_column("last_used_at", "last used")
     expires = datetime_column("expires_at", "expires")
     revoked = datetime_column("revoked_at", "revoked")
 
     def has_revoke_permission(self, request: HttpRequest, obj=None) -> bool:
         return request.user.has_perm("members.change_apikey")
 
-    @admin.display(description="prefix", ordering="lookup_id")
-    def prefix(self, api_key: ApiKey) -> str:
-        return format_html("<code>{}</code>", api_key.prefix)
-
     @admin.display(description="state")
     def state(self, api_key: ApiKey) -> str:
         return api_key.state()
-
-    def object_action_available(self, obj: ApiKey, action_name: str) -> bool:
-        return not obj.is_revoked()
 
     @admin.action(description="Revoke selected API keys", permissions=["revoke"])
     def revoke_api_keys(self, request: HttpRequest, queryset, next_url: str = ""):
@@ -339,15 +329,11 @@ class ApiKeyAdmin(ReadOnlyPermissions, PlangateModelAdmin):
         )
         if confirmation is not None:
             return confirmation
-        revoked = []
-        with transaction.atomic():
-            for api_key in queryset.filter(revoked_at__isnull=True):
-                api_key_revoke(api_key=api_key)
-                self.log_change(request, api_key, "Revoked.")
-                self.log_change(request, api_key.agent, f"Revoked API key {api_key.prefix}.")
-                revoked.append(api_key.prefix)
-        if revoked:
-            self.message_user(request, f"Revoked {', '.join(revoked)}.")
-        else:
-            self.message_user(request, "The selected keys were already revoked.", messages.INFO)
-        return redirect_after_action(request)
+
+        def revoke(api_key: ApiKey) -> bool:
+            api_key_revoke(api_key=api_key)
+            self.log_change(request, api_key, "Revoked.")
+            self.log_change(request, api_key.agent, f"Revoked API key {api_key.prefix}.")
+            return True
+
+        return self.credentials_revoke(request, queryset, revoke=revoke, plural="keys")

@@ -18,14 +18,25 @@ Kernel module: imports no Plangate app.
 from __future__ import annotations
 
 from django.db import connection
-from django.db.models import Field, Model
+from django.db.models import BooleanField, CharField, Field, Model, TextField
 
 __all__ = ["row_insert"]
 
-_STATEMENTS: dict[tuple[str, str, bool], tuple[str, tuple[Field, ...]]] = {}
+# Field classes (exactly these, not subclasses) whose get_db_prep_save answers a value of
+# these types, or None, unchanged, on every backend: their values skip the call chain.
+_UNCHANGED: dict[type[Field], tuple[type, ...]] = {
+    CharField: (str,),
+    TextField: (str,),
+    BooleanField: (bool,),
+}
+
+# (field, the value types it stores unchanged, or None: prepared by the field)
+_Column = tuple[Field, tuple[type, ...] | None]
+
+_STATEMENTS: dict[tuple[str, str, bool], tuple[str, tuple[_Column, ...]]] = {}
 
 
-def _statement(model: type[Model], *, returning: bool) -> tuple[str, tuple[Field, ...]]:
+def _statement(model: type[Model], *, returning: bool) -> tuple[str, tuple[_Column, ...]]:
     """The INSERT of one ``model`` row and the fields it takes, in order: every concrete
     field, but an automatic primary key when it is not given (``returning`` reads it
     back), as save() leaves it out."""
@@ -44,7 +55,8 @@ def _statement(model: type[Model], *, returning: bool) -> tuple[str, tuple[Field
         if returning:
             assert meta.auto_field is not None
             sql += f" RETURNING {quote(meta.auto_field.column)}"
-        statement = _STATEMENTS[key] = (sql, fields)
+        columns_prepared = tuple((field, _UNCHANGED.get(type(field))) for field in fields)
+        statement = _STATEMENTS[key] = (sql, columns_prepared)
     return statement
 
 
@@ -53,10 +65,18 @@ def row_insert(instance: Model) -> None:
     transaction on the default database; its automatic primary key, if any, is set."""
     meta = instance._meta
     returning = meta.auto_field is not None and instance.pk is None
-    sql, fields = _statement(type(instance), returning=returning)
-    values = [
-        field.get_db_prep_save(field.pre_save(instance, add=True), connection) for field in fields
-    ]
+    sql, columns = _statement(type(instance), returning=returning)
+    values = []
+    for field, unchanged in columns:
+        if unchanged is None:
+            values.append(field.get_db_prep_save(field.pre_save(instance, add=True), connection))
+            continue
+        # These classes' pre_save is Field's: the attribute as it is.
+        value = getattr(instance, field.attname)
+        if value is None or type(value) in unchanged:
+            values.append(value)
+        else:
+            values.append(field.get_db_prep_save(value, connection))
     with connection.cursor() as cursor:
         cursor.execute(sql, values)
         if returning:

@@ -6,21 +6,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-import pytest
 from django.db import connection, connections, transaction
 
 from audit.models import AuditChainHead, AuditRecord
 from audit.services import record_append, records_seal
 from audit.verification import chain_verify
-from tests.integration.processes import IS_POSTGRES, NEEDS_POSTGRES, wait_for
+from tests.integration.processes import SHARED_DATABASE_MARKS, wait_for
 
 from .helpers import append, sealed_seqs
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.skipif(not IS_POSTGRES, reason=NEEDS_POSTGRES),
-    pytest.mark.django_db(transaction=True),
-]
+pytestmark = [*SHARED_DATABASE_MARKS]
 
 APPENDERS = 4
 RECORDS_PER_APPENDER = 60

@@ -5,23 +5,18 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 from django.test import override_settings
 from rest_framework.test import APIClient
 
 from audit.models import AuditRecord
 from audit.services import records_seal
 from audit.tokens import audit_token_create
-from tests.integration.processes import IS_POSTGRES, NEEDS_POSTGRES
+from tests.integration.processes import SHARED_DATABASE_MARKS
 
 from .helpers import append
 from .test_chain_concurrency import in_thread
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.skipif(not IS_POSTGRES, reason=NEEDS_POSTGRES),
-    pytest.mark.django_db(transaction=True),
-]
+pytestmark = [*SHARED_DATABASE_MARKS]
 
 APPENDERS = 3
 RECORDS_PER_APPENDER = 80

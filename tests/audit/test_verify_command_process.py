@@ -10,16 +10,11 @@ import pytest
 
 from audit.models import AuditRecord
 from audit.services import records_seal
-from tests.integration.processes import IS_POSTGRES, NEEDS_POSTGRES, ROOT, process_env
+from tests.integration.processes import ROOT, SHARED_DATABASE_MARKS, process_env
 
 from .helpers import append, record_id_at, sql
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.postgres,
-    pytest.mark.skipif(not IS_POSTGRES, reason=NEEDS_POSTGRES),
-    pytest.mark.django_db(transaction=True),
-]
+pytestmark = [pytest.mark.slow, *SHARED_DATABASE_MARKS]
 
 
 def verify_audit(*arguments: str) -> subprocess.CompletedProcess:

@@ -31,16 +31,22 @@ NEEDS_POSTGRES = (
 )
 NEEDS_REDIS = "needs Redis (CELERY_BROKER_URL=redis://...)"
 
-#: The marks of a test that runs a real Celery worker on PostgreSQL and Redis, as in
-#: production (``pytestmark = [*REAL_WORKER_MARKS]``): skipped with the reason where either
-#: is absent, and on a transactional database, so the worker sees what the test commits.
-REAL_WORKER_MARKS = (
+#: The marks of a test whose rows other threads or processes must see
+#: (``pytestmark = [*SHARED_DATABASE_MARKS]``): on PostgreSQL, skipped with the reason
+#: without it, and on a transactional database, so what the test writes is committed.
+SHARED_DATABASE_MARKS = (
     pytest.mark.postgres,
+    pytest.mark.skipif(not IS_POSTGRES, reason=NEEDS_POSTGRES),
+    pytest.mark.django_db(transaction=True),
+)
+
+#: The marks of a test that runs a real Celery worker on PostgreSQL and Redis, as in
+#: production (``pytestmark = [*REAL_WORKER_MARKS]``).
+REAL_WORKER_MARKS = (
+    *SHARED_DATABASE_MARKS,
     pytest.mark.redis,
     pytest.mark.worker,
-    pytest.mark.skipif(not IS_POSTGRES, reason=NEEDS_POSTGRES),
     pytest.mark.skipif(not IS_REDIS, reason=NEEDS_REDIS),
-    pytest.mark.django_db(transaction=True),
 )
 
 #: Beat's other schedules slowed down, for a test about one of them (its variables override)

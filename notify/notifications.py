@@ -107,6 +107,18 @@ def _queue_email(plan: Plan) -> bool:
     return True
 
 
+def approval_delivery(*, webhook: TeamWebhook, plan: Plan) -> dict[str, Any]:
+    """The arguments of ``notify.tasks.deliver_webhook`` that tell ``webhook`` that ``plan``
+    awaits approval, under a new delivery id (the receiver's key against duplicates)."""
+    return {
+        "webhook_id": webhook.pk,
+        "delivery_id": str(uuid.uuid4()),
+        "plan_id": plan.pk,
+        "event": APPROVAL_REQUESTED,
+        "payload": approval_payload(plan),
+    }
+
+
 def _queue_webhook(plan: Plan) -> str | None:
     from .tasks import deliver_webhook
 
@@ -114,18 +126,10 @@ def _queue_webhook(plan: Plan) -> str | None:
         webhook = TeamWebhook.objects.filter(team_id=plan.team_id, active=True).first()
         if webhook is None:
             return None
-        delivery_id = str(uuid.uuid4())
-        deliver_webhook.apply_async(
-            kwargs={
-                "webhook_id": webhook.pk,
-                "delivery_id": delivery_id,
-                "plan_id": plan.pk,
-                "event": APPROVAL_REQUESTED,
-                "payload": approval_payload(plan),
-            },
-        )
+        delivery = approval_delivery(webhook=webhook, plan=plan)
+        deliver_webhook.apply_async(kwargs=delivery)
     except Exception:
         # As for the e-mail: logged with the plan's id, never raised.
         logger.exception("could not queue the approval webhook of plan %s", plan.pk)
         return None
-    return delivery_id
+    return delivery["delivery_id"]

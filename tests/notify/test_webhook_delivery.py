@@ -4,14 +4,13 @@ retried with back-off (one WebhookDelivery row per attempt), and the secret at r
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 from django.db import connection
 
 from audit.models import AuditRecord
 from notify.models import TeamWebhook, WebhookDelivery
-from notify.notifications import APPROVAL_REQUESTED, approval_payload
+from notify.notifications import approval_delivery
 from notify.signing import (
     DELIVERY_HEADER,
     SIGNATURE_HEADER,
@@ -29,17 +28,9 @@ SECRET = "whsec-0123456789abcdef"
 def deliver(webhook: TeamWebhook, plan) -> str:
     """Run the task as the worker would, in this process (Celery's eager apply: its
     retries run at once, their countdowns recorded but not waited for)."""
-    delivery_id = str(uuid.uuid4())
-    deliver_webhook.apply(
-        kwargs={
-            "webhook_id": webhook.pk,
-            "delivery_id": delivery_id,
-            "plan_id": plan.pk,
-            "event": APPROVAL_REQUESTED,
-            "payload": approval_payload(plan),
-        }
-    )
-    return delivery_id
+    delivery = approval_delivery(webhook=webhook, plan=plan)
+    deliver_webhook.apply(kwargs=delivery)
+    return delivery["delivery_id"]
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ The relay works on the wire's messages (`guard.gateway.wire.Wire`: the SDK's JSO
 types, with the line each came as), not through a server object: whatever the two ends say
 to each other (resources, prompts, completion, logging, progress, cancellation, sampling,
 elicitation, roots, list-changed notifications, methods of protocol versions to come)
-passes as it was sent, byte for byte where both ends speak stdio, ids included. The gateway never sends a
-request of its own to either end, so ids cannot collide; it only answers some of the
-client's requests itself (see `guard.gateway`).
+passes as it was sent, byte for byte where both ends speak stdio, ids included. The gateway
+never sends a request of its own to either end, so ids cannot collide; it only answers some
+of the client's requests itself (see `guard.gateway`).
 
 The event loop never waits for the network on the guard's behalf: `check` and `completed`
 are in-memory, and a declaration runs in a worker thread.

@@ -122,6 +122,7 @@ async def _stop(process: Process, end: PipeEnd) -> None:
     with anyio.move_on_after(_FLUSH_SECONDS), suppress(anyio.BrokenResourceError):
         await end.writing.flush()
     os.close(end.writing.fd)
+    end.reading.stop_reading()  # its output is read and dropped from here on
     try:
         with anyio.move_on_after(_EXIT_SECONDS):
             await _drain_until_exit(process, end.reading)

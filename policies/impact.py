@@ -52,6 +52,11 @@ class RefusedStep:
     rule: int | None
     reason: str
 
+    @classmethod
+    def from_denial(cls, denial: StepDenial) -> RefusedStep:
+        """The guard's evaluation's refusal of a step, as the control plane shows it."""
+        return cls(index=denial.step, tool=denial.tool, rule=denial.rule, reason=denial.reason)
+
     @property
     def number(self) -> int:
         """The step as people count it, from 1."""
@@ -282,8 +287,5 @@ def _affected(
         user=plan.user,
         role=role,
         groups=groups,
-        steps=tuple(
-            RefusedStep(index=denial.step, tool=denial.tool, rule=denial.rule, reason=denial.reason)
-            for denial in denials
-        ),
+        steps=tuple(RefusedStep.from_denial(denial) for denial in denials),
     )

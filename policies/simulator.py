@@ -163,10 +163,7 @@ def simulate_plan(*, version: PolicyVersion, member: Member, document: object) -
         groups=groups,
         plan=plan,
         decision=decision,
-        denials=tuple(
-            RefusedStep(index=denial.step, tool=denial.tool, rule=denial.rule, reason=denial.reason)
-            for denial in denials
-        ),
+        denials=tuple(RefusedStep.from_denial(denial) for denial in denials),
         warnings=warnings,
         reviews=reviews,
     )

@@ -17,7 +17,6 @@ from django.contrib.admin.utils import unquote
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
-from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from kernel.admin_actions import action_form, confirm_action, redirect_after_action
@@ -25,6 +24,7 @@ from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
 from kernel.admin_widgets import admin_link, datetime_column
 from kernel.json_format import pretty_json
 from kernel.problems import DomainError
+from plans.admin import PlanAdmin
 from plans.admin_display import step_reports
 from plans.approvals import acts_for, plan_approval_decide
 from plans.models import Plan
@@ -82,13 +82,8 @@ class ApprovalQueueAdmin(ReadOnlyPermissions, PlangateModelAdmin):
             return None
         return super().object_action_url(request, obj, action_name)
 
-    @admin.display(description="goal", ordering="goal")
-    def goal_and_id(self, plan: Plan) -> str:
-        return format_html(
-            '{}<br><code class="plangate-mono plangate-quiet">{}</code>',
-            Truncator(plan.goal).chars(90),
-            plan.pk,
-        )
+    # The goal and the plan's id, as the plans' own list shows them.
+    goal_and_id = PlanAdmin.goal_and_id
 
     @admin.display(description="for", ordering="member__email")
     def member_email(self, plan: Plan) -> str:

@@ -15,8 +15,10 @@ from django.conf import settings
 from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
+from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from audit.models import AuditRecord
@@ -82,8 +84,35 @@ def parse_body(request: Request, *, required: AbstractSet[str], optional: Abstra
     return data
 
 
+def plain_json_negotiation(
+    request: Request, renderers: list[BaseRenderer], format_kwarg: str | None
+) -> tuple[BaseRenderer, str] | None:
+    """What DRF's content negotiation answers for a request that accepts anything or JSON
+    (no ``Accept``, ``*/*`` or ``application/json``, no format override) when JSON is the
+    one renderer: that renderer and its media type. None for any other request, which
+    negotiates as DRF does (tests/plans/test_api_negotiation.py holds both to one answer)."""
+    if format_kwarg is not None or len(renderers) != 1:
+        return None
+    renderer = renderers[0]
+    accept = request.META.get("HTTP_ACCEPT", "*/*")
+    if renderer.media_type != "application/json" or accept not in ("*/*", "application/json"):
+        return None
+    override = api_settings.URL_FORMAT_OVERRIDE
+    if override and override in request._request.GET:
+        return None
+    return renderer, renderer.media_type
+
+
 class AgentAPIView(APIView):
     """An endpoint called with an API key. A successful call records the key's last use."""
+
+    def perform_content_negotiation(
+        self, request: Request, force: bool = False
+    ) -> tuple[BaseRenderer, str]:
+        negotiated = plain_json_negotiation(request, self.get_renderers(), self.format_kwarg)
+        if negotiated is not None:
+            return negotiated
+        return super().perform_content_negotiation(request, force)
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         super().initial(request, *args, **kwargs)

@@ -8,7 +8,10 @@ process (`bench_guard.StandInControlPlane`: real EdDSA tokens, verified in full)
 figures alternate bare and guarded rounds, so a load change on the shared machine touches
 both; each is the median of the rounds' mean per call. `Guard.check` for the same plan and
 policy, timed in this process, is printed for reference: the gateway's own work per call is
-that decision plus relaying the request and the answer through one more process.
+that decision plus relaying the request and the answer through one more process (the relay
+alone, in this process between ends made in memory, is printed too). The gateway's CPU time
+per call (from /proc) is steadier than the wall clock on a loaded machine; the load average
+is printed at the end, next to the figures.
 Target: the gateway adds under 1 ms per call on top of the decision.
 
 Run alone: ``python bench/bench_gateway.py [--gateway-calls N] [--gateway-rounds N]``.
@@ -326,6 +329,7 @@ def main(args: argparse.Namespace) -> int:
         f"added beyond the decision: {beyond:.1f} us (target under {TARGET_MICROSECONDS:.0f} us:"
         f" {verdict})"
     )
+    print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     return 0
 
 

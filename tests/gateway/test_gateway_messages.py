@@ -95,3 +95,17 @@ def test_the_wrapped_server_gets_the_environment_without_the_api_key():
     )
 
     assert environment == {"PATH": "/bin", "GITHUB_TOKEN": "ghp_x"}
+
+
+def test_http_headers_take_the_version_from_the_servers_answer_to_initialize():
+    headers = HttpHeaders()
+    initialize = JSONRPCRequest(jsonrpc="2.0", id="init", method="initialize", params={})
+    headers.metadata(initialize)  # on its way to the server
+    headers.observe(JSONRPCResponse(jsonrpc="2.0", id="other", result={"protocolVersion": "x"}))
+    before = headers.negotiated_version
+    headers.observe(
+        JSONRPCResponse(jsonrpc="2.0", id="init", result={"protocolVersion": "2025-11-25"})
+    )
+
+    assert before is None  # only the answer to initialize counts
+    assert headers.negotiated_version == "2025-11-25"

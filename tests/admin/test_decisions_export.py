@@ -133,3 +133,36 @@ def test_a_staff_user_who_may_not_view_decisions_gets_no_export(team, agent, ref
     response = nobody.get(reverse(EXPORT), {"q": plan.pk})
 
     assert response.status_code == 403
+
+
+def test_the_export_read_as_values_says_what_the_instances_say(auditor_client, agent, refreshed):
+    """The decisions export reads tuples of its fields (export_from_values); the same
+    columns read from model instances by ``column_value`` give the same file."""
+    from kernel.admin_export import csv_lines
+    from plans.admin_decisions import PlanEventAdmin
+    from plans.models import PlanEvent
+
+    plan, start = refreshed
+    agent.agent.team.log_call_arguments = True
+    agent.agent.team.save(update_fields=["log_call_arguments"])
+    post_events(
+        agent,
+        plan.pk,
+        [
+            event(start + timedelta(minutes=40), argsDigest="a" * 64, args={"repo": "acme/x"}),
+            event(start, decision=Decision.POLICY_DENIED, step=None, reason="-1 left"),
+            event(start + timedelta(minutes=5), rule={"index": 0, "description": "=1+1"}),
+        ],
+        1,
+    )
+    instances = PlanEvent.objects.select_related(
+        "plan__agent", "plan__member", "decided_under__policy"
+    ).order_by("-occurred_at", "-id")
+
+    rows, _, _ = export_rows(auditor_client, {"q": plan.pk})
+
+    expected = list(
+        csv.reader(io.StringIO("".join(csv_lines(PlanEventAdmin.export_columns, instances))))
+    )
+    assert rows == expected
+    assert len(rows) == 4

@@ -296,6 +296,19 @@ def seed(plans: int, decisions: int) -> dict[str, Any]:
         # spread over the others, several per plan, a plan's decisions within its hour.
         timer = time.perf_counter()
         spread = decisions - BIG_PLAN_DECISIONS
+        # The version each decision was made under, as intake resolves it: every token of
+        # a plan carries the plan's version, so it is the plan's (its team by p % 20, its
+        # version by p % 10, as the plans were seeded).
+        decided_under = (
+            "CASE "
+            + " ".join(
+                f"WHEN p % 20 BETWEEN {entry['twentieths'][0]} AND {entry['twentieths'][-1]} "
+                f"THEN CASE WHEN p % 10 < 7 THEN {entry['versions'][3]} "
+                f"WHEN p % 10 < 9 THEN {entry['versions'][2]} ELSE {entry['versions'][1]} END"
+                for entry in teams
+            )
+            + " END"
+        )
         decision_code = (
             f"CASE WHEN d % 10 < 9 THEN 'allowed' ELSE "
             f"(ARRAY[{', '.join(repr(code) for code in BLOCKED)}])[1 + d % {len(BLOCKED)}] END"
@@ -312,7 +325,7 @@ def seed(plans: int, decisions: int) -> dict[str, Any]:
                 f"""
                 INSERT INTO plans_planevent (plan_id, occurred_at, received_at, tool, decision,
                     step, reason, rule_index, rule_description, policy_version, args_digest,
-                    args, batch_id)
+                    args, batch_id, decided_under_id)
                 SELECT {plan_id_sql("p")},
                     {plan_created_sql("p", plans)}
                         + make_interval(secs => (d % 3500) + (d % 1000) / 1000.0),
@@ -320,7 +333,7 @@ def seed(plans: int, decisions: int) -> dict[str, Any]:
                     ({tools})[1 + d % {len(TOOLS)}], {decision_code},
                     (d % 3)::smallint, '', (d % 3)::smallint, 'allow github_* (rules[0])',
                     CASE WHEN p % 10 < 7 THEN 3 WHEN p % 10 < 9 THEN 2 ELSE 1 END,
-                    md5(d::text), NULL, NULL
+                    md5(d::text), NULL, NULL, {decided_under}
                 FROM (SELECT d, {plan_number} AS p FROM {series} AS d) AS numbered
                 """  # noqa: S608
             )

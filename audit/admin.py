@@ -15,11 +15,17 @@ from typing import Any, ClassVar
 from django.contrib import admin
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
-from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions, email_search, ulid_search
+from kernel.admin_base import (
+    LONG_LIST_PER_PAGE,
+    PlangateModelAdmin,
+    ReadOnlyPermissions,
+    change_url,
+    email_search,
+    ulid_search,
+)
 from kernel.admin_export import ExportColumns, ExportMixin
 from kernel.admin_scoping import scope_to_teams, sees_several_teams
 from kernel.admin_widgets import TextInputFilter
@@ -175,6 +181,9 @@ class AuditRecordAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
     exact_searches = (ulid_search("plan_id"), email_search("user__iexact"))
     search_help_text = "Search by plan id or user e-mail (exact)."
     list_select_related = ["team"]
+    # The trail's own list never shows a record's details (its page does).
+    list_deferred_fields: ClassVar[tuple[str, ...]] = ("details",)
+    list_per_page = LONG_LIST_PER_PAGE
     ordering = ["-id"]
     export_columns = AUDIT_RECORD_COLUMNS
     export_filename = "audit-trail"
@@ -242,7 +251,7 @@ class AuditRecordAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         if not record.plan_id:
             return "—"
         # The plan may be gone; the record keeps its id whatever happened to the row.
-        url = reverse("admin:plans_plan_change", args=[record.plan_id])
+        url = change_url("plans", "plan", record.plan_id)
         return format_html('<a href="{}"><code>{}</code></a>', url, record.plan_id)
 
     @admin.display(description="policy version", ordering="policy")
@@ -292,6 +301,9 @@ class AuditRecordAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
 
 class FilteredKindsAdmin(AuditRecordAdmin):
     """A list of the records of some kinds only (the proxy model says which)."""
+
+    # Their columns read the details (errors, changes).
+    list_deferred_fields = ()
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         kinds = self.model.KINDS  # type: ignore[attr-defined]

@@ -15,7 +15,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import connections, transaction
+from django.db.models import F, Func, JSONField, Value
 from django.http import Http404, HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -26,8 +27,10 @@ from django.utils.text import Truncator
 from audit.doors import person_actor
 from kernel.admin_actions import action_form, confirm_action, redirect_after_action
 from kernel.admin_base import (
+    LONG_LIST_PER_PAGE,
     PlangateModelAdmin,
     ReadOnlyPermissions,
+    change_url,
     email_search,
     sha256_search,
     ulid_search,
@@ -102,14 +105,32 @@ class PlannedToolFilter(SuggestedToolFilter):
 
     def recent_tools(self, request: HttpRequest) -> list[str]:
         recent = scope_to_teams(Plan.objects.order_by("-created_at"), request)
-        return planned_tools(recent.values_list("document", flat=True)[: self.recent_rows])
+        if connections[recent.db].vendor != "postgresql":
+            return planned_tools(recent.values_list("document", flat=True)[: self.recent_rows])
+        # Only the steps' tool names leave the database, not 500 whole documents to decode
+        # (2 ms of CPU a request instead of 8). Which names count is still planned_tools'
+        # rule.
+        tool_names = recent.annotate(
+            tool_names=Func(
+                F("document"),
+                Value("$.steps[*].tool"),
+                function="jsonb_path_query_array",
+                output_field=JSONField(),
+            )
+        ).values_list("tool_names", flat=True)[: self.recent_rows]
+        return planned_tools({"steps": [{"tool": name} for name in names]} for names in tool_names)
 
     def queryset(self, request, queryset):
         return plans_planning_tool(queryset, self.tool()) if self.tool() else queryset
 
 
 def _version_link(version) -> str:
-    return admin_link(version, f"{version.policy.slug} v{version.number}")
+    return format_html(
+        '<a href="{}">{} v{}</a>',
+        change_url("policies", "policyversion", version.pk),
+        version.policy.slug,
+        version.number,
+    )
 
 
 @admin.register(Plan)
@@ -145,6 +166,14 @@ class PlanAdmin(ExportMixin, ReadOnlyAdmin):
         "Search by plan id, plan hash or member e-mail (exact), or words of the goal."
     )
     list_select_related = ["member", "agent", "team", "policy_version__policy"]
+    list_deferred_fields = (
+        "document",
+        "groups",
+        "review",
+        "approval_reason",
+        "policy_version__document",
+    )
+    list_per_page = LONG_LIST_PER_PAGE
     ordering = ["-created_at"]
     fields = ["goal"]
     actions = ["revoke_plans"]
@@ -175,6 +204,15 @@ class PlanAdmin(ExportMixin, ReadOnlyAdmin):
         ("end_reason", "end_reason"),
         ("decisions_lost", "decisions_lost"),
     )
+
+    def get_queryset(self, request: HttpRequest):
+        # A plan's page and timeline show its member, agent, team and policy version: read
+        # with the plan rather than one query each.
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("member", "agent", "team", "policy_version__policy")
+        )
 
     def changelist_view(self, request, extra_context=None):
         return super().changelist_view(request, {"title": "Issued plans", **(extra_context or {})})
@@ -313,6 +351,7 @@ class PlanAdmin(ExportMixin, ReadOnlyAdmin):
                     "now": timezone.now(),
                     "timeline_url": timeline_url(plan),
                     "decisions_url": decisions_list_url(plan),
+                    "blocked_url": decisions_list_url(plan, decision="blocked"),
                 }
             )
         return super().change_view(request, object_id, form_url, context)

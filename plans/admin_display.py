@@ -17,13 +17,15 @@ from django.utils.safestring import SafeString, mark_safe
 
 from guard.decisions import Decision
 from guard.plan import DEFAULT_MAX_CALLS
+from kernel.admin_base import change_url
 from kernel.json_format import compact_json, pretty_json
 
 from .models import Plan, PlanDisplayUpdate, PlanEvent
 
 logger = logging.getLogger(__name__)
 
-BLOCKED_SHOWN = 200
+#: the newest blocked calls listed on a plan's page; every one is in the decisions list
+BLOCKED_SHOWN = 50
 
 OPERATOR_LABELS = {
     "eq": "=",
@@ -98,6 +100,8 @@ def step_reports(plan: Plan) -> list[StepReport]:
     """Each planned step with the calls the guard allowed against it."""
     used = dict(
         PlanEvent.objects.filter(plan=plan, decision=Decision.ALLOWED, step__isnull=False)
+        # Not the model's ordering, which starts with the plan's and so joins the plans.
+        .order_by()
         .values_list("step")
         .annotate(total=Count("id"))
         .values_list("step", "total")
@@ -127,6 +131,10 @@ class BlockedAttempt:
     @property
     def step_number(self) -> int | None:
         return step_number(self.event.step)
+
+    @property
+    def url(self) -> str:
+        return change_url("plans", "planevent", self.event.pk)
 
 
 @dataclass

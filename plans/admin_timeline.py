@@ -5,7 +5,9 @@ refreshes, every ACP plan update the user saw, revocation, the end.
 A plan can hold tens of thousands of decisions, so the page is bounded: when there are
 more than ``HEAD + TAIL`` entries, it shows the first ``HEAD`` and the last ``TAIL`` and
 links the decisions in between to the decisions list, filtered to the plan and that time
-span. Each source costs three queries (count, first rows, last rows) whatever its size.
+span. Each source costs one query when it holds fewer than ``HEAD + TAIL`` rows (its
+first rows are all of it) and three otherwise (first rows, count, last rows), whatever
+its size.
 
 Everything an agent sent is data, not markup: every value goes through ``format_html``.
 """
@@ -28,6 +30,7 @@ from django.utils.safestring import SafeString
 
 from audit.models import AuditRecord
 from guard.decisions import Decision
+from kernel.admin_base import change_url
 from kernel.json_format import compact_json
 
 from .admin_approval_records import APPROVAL_RECORD_LABELS, approval_record_summary
@@ -35,8 +38,8 @@ from .admin_display import acp_message_html, acp_summary, plan_display_status, s
 from .models import Plan, PlanDisplayUpdate, PlanEvent, PlanToken
 from .selectors import decisions_with_policy_version
 
-HEAD = 100
-TAIL = 100
+HEAD = 50
+TAIL = 50
 
 # Order of entries stamped with the same instant: the plan exists before its first token,
 # a token before the calls it allows, the end last.
@@ -72,6 +75,20 @@ class TimelineEntry:
     def sort_key(self) -> tuple[datetime, int, int]:
         return (self.ordered_at or self.at, _RANK[self.kind], self.row_id)
 
+    @property
+    def local_at(self) -> datetime:
+        return timezone.localtime(self.at)
+
+    @property
+    def iso(self) -> str:
+        """What the template's ``date:'c'`` wrote, without its per-call format lookups."""
+        return self.local_at.isoformat()
+
+    @property
+    def seconds(self) -> str:
+        """``2026-12-01 09:13:05``, as the template's ``date:"Y-m-d H:i:s"`` wrote it."""
+        return self.local_at.strftime("%Y-%m-%d %H:%M:%S")
+
 
 @dataclass(frozen=True)
 class Timeline:
@@ -96,7 +113,7 @@ def decisions_list_url(plan: Plan, **filters: str) -> str:
 
 
 def _version_anchor(version_id: int, rule_index: int | None = None) -> str:
-    url = reverse("admin:policies_policyversion_change", args=[version_id])
+    url = change_url("policies", "policyversion", version_id)
     return url if rule_index is None else f"{url}#rules-{rule_index}"
 
 
@@ -159,7 +176,7 @@ def decision_rule_html(
 
 def _decision_entry(event: Any) -> TimelineEntry:
     allowed = event.decision == Decision.ALLOWED
-    url = reverse("admin:plans_planevent_change", args=[event.pk])
+    url = change_url("plans", "planevent", event.pk)
     return TimelineEntry(
         at=event.occurred_at,
         kind="decision",
@@ -306,20 +323,21 @@ class _Source:
     queryset: QuerySet
     time: str
     entry: Callable[[Any], TimelineEntry]
+    #: the same rows for counting, without the annotations' joins
+    counted: QuerySet | None = None
 
-    def first(self, count: int) -> list[TimelineEntry]:
-        return [self.entry(row) for row in self.queryset.order_by(self.time, "pk")[:count]]
+    def first_rows(self, count: int) -> list[Any]:
+        return list(self.queryset.order_by(self.time, "pk")[:count])
 
-    def last(self, count: int) -> list[TimelineEntry]:
-        rows = self.queryset.order_by(f"-{self.time}", "-pk")[:count]
-        return [self.entry(row) for row in rows]
+    def last_rows(self, count: int) -> list[Any]:
+        return list(self.queryset.order_by(f"-{self.time}", "-pk")[:count])[::-1]
 
-    def every(self) -> list[TimelineEntry]:
-        return [self.entry(row) for row in self.queryset]
+    def count(self) -> int:
+        return (self.queryset if self.counted is None else self.counted).order_by().count()
 
 
 def _sources(plan: Plan) -> dict[str, _Source]:
-    decisions = decisions_with_policy_version(PlanEvent.objects.filter(plan=plan))
+    plan_decisions = PlanEvent.objects.filter(plan=plan)
     records = AuditRecord.objects.filter(
         team_id=plan.team_id,
         plan_id=plan.pk,
@@ -338,7 +356,12 @@ def _sources(plan: Plan) -> dict[str, _Source]:
             "issued_at",
             lambda token: _token_entry(token, plan),
         ),
-        "decisions": _Source(decisions, "occurred_at", _decision_entry),
+        "decisions": _Source(
+            decisions_with_policy_version(plan_decisions),
+            "occurred_at",
+            _decision_entry,
+            counted=plan_decisions,
+        ),
         "records": _Source(records, "at", _record_entry),
         "display": _Source(updates, "at", _display_entry),
     }
@@ -348,16 +371,37 @@ def _ordered(entries: Iterable[TimelineEntry]) -> list[TimelineEntry]:
     return sorted(entries, key=lambda entry: entry.sort_key)
 
 
+@dataclass
+class _Read:
+    """What was read of one source: its first rows and, when those are not all of it, its
+    count and last rows."""
+
+    source: _Source
+    first: list[Any]
+    count: int
+    last: list[Any]
+
+
+def _read(source: _Source, head: int, tail: int) -> _Read:
+    first = source.first_rows(head + tail)
+    if len(first) < head + tail:
+        return _Read(source, first, len(first), first)
+    return _Read(source, first[:head], source.count(), source.last_rows(tail))
+
+
 def plan_timeline(plan: Plan, *, head: int = HEAD, tail: int = TAIL) -> Timeline:
     """The plan's timeline, bounded to ``head`` + ``tail`` entries."""
     now = timezone.now()
     fixed = _plan_entries(plan, now)
-    sources = _sources(plan)
-    counts = {name: source.queryset.count() for name, source in sources.items()}
+    read = {name: _read(source, head, tail) for name, source in _sources(plan).items()}
+    counts = {name: part.count for name, part in read.items()}
     total = len(fixed) + sum(counts.values())
     everything = decisions_list_url(plan)
     if total <= head + tail:
-        entries = _ordered([*fixed, *(e for s in sources.values() for e in s.every())])
+        # Then every source was shorter than head + tail: its first rows are all of it.
+        entries = _ordered(
+            [*fixed, *(part.source.entry(row) for part in read.values() for row in part.first)]
+        )
         return Timeline(
             head=entries,
             tail=[],
@@ -366,8 +410,12 @@ def plan_timeline(plan: Plan, *, head: int = HEAD, tail: int = TAIL) -> Timeline
             decisions_url=everything,
             counts=counts,
         )
-    first = _ordered([*fixed, *(e for s in sources.values() for e in s.first(head))])[:head]
-    last = _ordered([*fixed, *(e for s in sources.values() for e in s.last(tail))])[-tail:]
+    first = _ordered(
+        [*fixed, *(part.source.entry(row) for part in read.values() for row in part.first[:head])]
+    )[:head]
+    last = _ordered(
+        [*fixed, *(part.source.entry(row) for part in read.values() for row in part.last[-tail:])]
+    )[-tail:]
     # The decisions between the two parts, as a filtered list: from the last shown at the
     # top to the first shown at the bottom.
     hidden = decisions_list_url(

@@ -85,12 +85,15 @@ def auditor_pages(plan) -> dict[str, str]:
 # and teams, then the page's own reads. The decisions list: the filters' choices (agents,
 # policy versions, recent tools), the bounded count, and the page, which joins the policy
 # version each decision was made under (stored on it: 11 when a query per page resolved it).
+# A plan's page and timeline read the plan with its member, agent, team and policy version
+# in one query (19 and 18 when each was read apart); the timeline reads a source shorter than
+# the page in one query, not three (count, first rows, last rows).
 AUDITOR_PAGE_QUERIES = {
     "plans": 9,
     "plans searched by id": 9,
     "plans by agent": 9,
-    "plan page": 19,
-    "timeline": 18,
+    "plan page": 14,
+    "timeline": 10,
     "decisions": 10,
     "decisions searched by plan id": 10,
     "decisions by policy version": 10,

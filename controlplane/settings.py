@@ -124,6 +124,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
         "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=5)
     )
+    # Parameters sent apart from the statement (psycopg's server-side binding) instead of
+    # quoted into its text by Python, and a statement run a few times on a connection is
+    # prepared once by the server (psycopg's prepare_threshold, 5 by default): less CPU on
+    # both sides for the same few statements every API request runs (docs/decisions/0047).
+    # DATABASE_SERVER_SIDE_BINDING=false goes back to client-side binding, e.g. behind a
+    # pooler in transaction mode that cannot keep a connection's prepared statements.
+    if env.bool("DATABASE_SERVER_SIDE_BINDING", default=True):
+        DATABASES["default"]["OPTIONS"].setdefault("server_side_binding", True)
 # The largest request body read, in bytes; a larger one is refused with 413
 # (`payload_too_large`). Django's default, 2.5 MiB, holds a 50-step plan or a full event batch
 # many times over (tests/controlplane/test_request_limits.py).

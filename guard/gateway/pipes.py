@@ -77,6 +77,12 @@ class Descriptor:
                 return b""
             loop = asyncio.get_running_loop()
             if self._watching is None:
+                # Not watched yet (the first read, or the reader has caught up): what is
+                # there is read at once. A descriptor epoll cannot watch (/dev/null) never
+                # blocks, so it never gets this far.
+                self._readable()
+                if self._chunks or self._ended:
+                    continue
                 loop.add_reader(self.fd, self._readable)
                 self._watching = loop
             waiter = self._waiter = loop.create_future()

@@ -108,3 +108,17 @@ def test_a_message_larger_than_the_pipe_arrives_whole_and_never_interleaved():
     methods = [json.loads(line)["method"] for line in lines[:-1]]
     assert sorted(methods) == ["notes", "notes", "ping"]
     assert all(len(line) > 300_000 for line in lines[:-1] if b'"notes"' in line)
+
+
+def test_input_that_cannot_be_watched_and_never_blocks_ends_at_once():
+    # /dev/null as the client's stdin: epoll refuses to watch it, and it is at its end.
+    async def scenario() -> list[Wire | Exception]:
+        null = os.open(os.devnull, os.O_RDWR)
+        end = PipeEnd(Descriptor(null), Descriptor(null))
+        try:
+            return [item async for item in end]
+        finally:
+            end.reading.restore()
+            os.close(null)
+
+    assert anyio.run(scenario) == []

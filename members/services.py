@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -11,12 +12,14 @@ from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import DatabaseError, transaction
 from django.db.models import Model, QuerySet
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from audit.changes import created_changes, field_changes
 from guard.errors import FieldError
 from kernel.compiled_query import CompiledQuery
 from kernel.problems import Code, DomainError
+from kernel.ratelimit import rate_limit_count_sql
 
 from .changes import (
     agent_change_record,
@@ -305,17 +308,67 @@ def _usable_key_queryset(*, lookup_id: str, now: datetime) -> QuerySet[ApiKey]:
 _USABLE_KEY = CompiledQuery(_usable_key_queryset, text=("lookup_id",), datetimes=("now",))
 
 
+def _usable_key_and_failures_queryset(
+    *, lookup_id: str, now: datetime, failure_bucket: str
+) -> QuerySet[ApiKey]:
+    """The usable key with a client address's count of failed authentications
+    (``address_failures``, kernel.ratelimit's counter named ``failure_bucket``)."""
+    return _usable_key_queryset(lookup_id=lookup_id, now=now).annotate(
+        # The bucket is a bound parameter; the text is the counter model's own.
+        address_failures=RawSQL(rate_limit_count_sql(), (failure_bucket,))  # noqa: S611
+    )
+
+
+_USABLE_KEY_AND_FAILURES = CompiledQuery(
+    _usable_key_and_failures_queryset, text=("lookup_id", "failure_bucket"), datetimes=("now",)
+)
+
+
+def _invalid_api_key() -> DomainError:
+    return DomainError("invalid_api_key", "The API key is missing, unknown, revoked or expired.")
+
+
 def api_key_authenticate(plaintext: str) -> ApiKey:
     """The usable key for ``plaintext``, or DomainError ``invalid_api_key``."""
-    invalid = DomainError("invalid_api_key", "The API key is missing, unknown, revoked or expired.")
     parsed = API_KEY_FORMAT.parse(plaintext)  # malformed text is refused before any query
     if parsed is None:
-        raise invalid
+        raise _invalid_api_key()
     lookup_id, secret = parsed
     # A revoked or expired key is not found, the same answer as an unknown one.
-    api_key = _USABLE_KEY.instance(lookup_id=lookup_id, now=timezone.now())
+    return api_key_verify(_USABLE_KEY.instance(lookup_id=lookup_id, now=timezone.now()), secret)
+
+
+@dataclass(frozen=True)
+class ApiKeyRead:
+    """The usable key a plaintext's lookup id names (not yet checked against its secret),
+    and the client address's failed authentications read in the same statement."""
+
+    api_key: ApiKey | None
+    #: None when no usable key carried the count (read it on its own then)
+    address_failures: int | None
+    secret: str
+
+
+def api_key_read(plaintext: str, *, failure_bucket: str) -> ApiKeyRead | None:
+    """``api_key_authenticate``'s read, with the failure counter ``failure_bucket`` read
+    along (kernel.bearer.BearerAuthentication.credential_read); None for text that is no
+    API key, which is read nowhere. ``api_key_verify`` then decides."""
+    parsed = API_KEY_FORMAT.parse(plaintext)
+    if parsed is None:
+        return None
+    lookup_id, secret = parsed
+    api_key = _USABLE_KEY_AND_FAILURES.instance(
+        lookup_id=lookup_id, now=timezone.now(), failure_bucket=failure_bucket
+    )
+    failures = getattr(api_key, "address_failures", None) if api_key is not None else None
+    return ApiKeyRead(api_key=api_key, address_failures=failures, secret=secret)
+
+
+def api_key_verify(api_key: ApiKey | None, secret: str) -> ApiKey:
+    """``api_key`` when ``secret`` is its secret, else DomainError ``invalid_api_key`` (the
+    one answer for a missing, unknown, revoked or expired key and a wrong secret)."""
     if api_key is None or not API_KEY_FORMAT.matches(api_key.secret_hash, secret):
-        raise invalid
+        raise _invalid_api_key()
     return api_key
 
 

@@ -13,13 +13,18 @@ from django.db import models
 from django.utils import timezone
 
 from kernel.compiled_query import CompiledQuery
+from kernel.models import RateLimitWindow
 from kernel.problems import DomainError
 from members.models import API_KEY_FORMAT, ApiKey, Member
 from members.services import (
+    _USABLE_KEY_AND_FAILURES,
+    _usable_key_and_failures_queryset,
     _usable_key_queryset,
     api_key_authenticate,
     api_key_create,
+    api_key_read,
     api_key_revoke,
+    api_key_verify,
 )
 from policies.models import PolicyVersion
 from tests.integration.processes import IS_POSTGRES, NEEDS_POSTGRES
@@ -155,3 +160,33 @@ def test_a_value_the_query_transforms_cannot_be_cached(db):
     )
     with pytest.raises(ValueError, match="not found as parameters"):
         pattern.row(name="Al")
+
+
+def test_the_key_with_the_address_failures_answers_as_the_orm(agent):
+    """members.services reads the key and the address's failed authentications in one
+    statement: the count (or None when the window has no counter) is the ORM's."""
+    key = ApiKey.objects.get(agent=agent.agent)
+    RateLimitWindow.objects.create(bucket="auth_failure:203.0.113.7:60:1", window_end=60, hits=2)
+    now = timezone.now()
+
+    for bucket, hits in (("auth_failure:203.0.113.7:60:1", 2), ("auth_failure:other:60:1", None)):
+        values = {"lookup_id": key.lookup_id, "now": now, "failure_bucket": bucket}
+        cached = _USABLE_KEY_AND_FAILURES.instance(**values)
+        orm = _usable_key_and_failures_queryset(**values).first()
+
+        assert cached.pk == orm.pk == key.pk
+        assert cached.address_failures == orm.address_failures == hits
+        assert fields(cached) == fields(orm)
+
+
+def test_a_read_key_is_refused_for_a_wrong_secret(agent):
+    """api_key_read finds the key by its lookup id; api_key_verify still checks the secret."""
+    lookup_id, _ = API_KEY_FORMAT.parse(agent.api_key)
+
+    read = api_key_read(f"pg_{lookup_id}_{'x' * 43}", failure_bucket="auth_failure:a:60:1")
+
+    assert read is not None and read.api_key is not None and read.address_failures is None
+    with pytest.raises(DomainError) as refused:
+        api_key_verify(read.api_key, read.secret)
+    assert refused.value.code == "invalid_api_key"
+    assert api_key_read("not a key", failure_bucket="auth_failure:a:60:1") is None

@@ -229,9 +229,7 @@ class PlanEvent(models.Model):
             models.Index(fields=["plan", "occurred_at", "id"], name="plan_event_timeline"),
             # The decisions made under one policy version, in the list's order (read
             # backwards): the version filter reads a page from it.
-            models.Index(
-                fields=["decided_under", "occurred_at", "id"], name="plan_event_version"
-            ),
+            models.Index(fields=["decided_under", "occurred_at", "id"], name="plan_event_version"),
         ]
 
     def __str__(self) -> str:

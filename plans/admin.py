@@ -378,7 +378,10 @@ class PlanTokenAdmin(ReadOnlyAdmin):
     )
     search_fields = ["kid"]
     search_help_text = "Search by plan id or member e-mail (exact), or a signing key's kid."
-    list_select_related = ["plan", "policy_version__policy"]
+    # The plan column needs only the plan's id, which the token holds.
+    list_select_related = ["policy_version__policy"]
+    list_deferred_fields = ("policy_version__document",)
+    list_per_page = LONG_LIST_PER_PAGE
     fields: ClassVar[tuple[str, ...]] = (
         "plan_link",
         "kind",
@@ -395,7 +398,9 @@ class PlanTokenAdmin(ReadOnlyAdmin):
 
     @admin.display(description="plan", ordering="plan")
     def plan_link(self, token: PlanToken) -> str:
-        return admin_link(token.plan, token.plan_id)
+        return format_html(
+            '<a href="{}">{}</a>', change_url("plans", "plan", token.plan_id), token.plan_id
+        )
 
     @admin.display(description="kid", ordering="kid")
     def kid_short(self, token: PlanToken) -> str:

@@ -136,3 +136,18 @@ def test_the_plan_page_lists_the_newest_blocked_calls_and_links_every_one(audito
     assert link is not None
     listed, _ = get(auditor_client, link.group(1).replace("&amp;", "&"))
     assert re.search(r"\b60\s+plan events", listed), listed[-2000:]
+
+
+def test_the_tokens_list_links_each_plan_and_shows_50_a_page(auditor_client, agent):
+    plans = [
+        plan_issue(agent=agent.agent, document=plan_document()).plan
+        for _ in range(LONG_LIST_PER_PAGE + 1)
+    ]
+    url = reverse("admin:plans_plantoken_changelist")
+    html, _ = get(auditor_client, url)
+
+    plan_links = re.findall(r'<a href="/admin/plans/plan/([0-9A-Z]{26})/change/">\1</a>', html)
+    assert len(plan_links) == LONG_LIST_PER_PAGE
+    assert set(plan_links) < {plan.pk for plan in plans}
+    second, _ = get(auditor_client, url, {"p": "2"})
+    assert len(re.findall(r'<a href="/admin/plans/plan/([0-9A-Z]{26})/change/">', second)) == 1

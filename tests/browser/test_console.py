@@ -15,11 +15,11 @@ from playwright.sync_api import expect
 from audit.services import records_seal
 from guard.decisions import Decision
 from members.services import member_upsert, team_get_or_create
-from plans.models import PlanEvent
 from plans.services import plan_issue
 from policies.services import policy_set
 from tests.admin.conftest import ensure_admin_groups
 from tests.conftest import POLICY, make_agent, plan_document
+from tests.plans.decision_rows import decision_create
 
 from .conftest import csp_violations, log_in, new_page
 
@@ -70,7 +70,7 @@ def world(transactional_db):
         ).plan
         now = timezone.now()
         for index in range(8):
-            PlanEvent.objects.create(
+            decision_create(
                 plan=plan,
                 occurred_at=now - timedelta(minutes=index),
                 tool=LONG_TOOL,

@@ -210,7 +210,7 @@ class RequestBodySerializer(serializers.Serializer):
     def _unchanged(cls, data: object) -> dict[str, Any] | None:
         if type(data) is not dict or not cls._may_answer_unchanged():
             return None
-        declared = cast(dict[str, serializers.Field], cls._declared_fields)  # type: ignore[attr-defined]
+        declared: dict[str, serializers.Field] = cls._declared_fields
         for name, value in data.items():
             field = declared.get(name)
             accepts = getattr(field, "accepts_unchanged", None)
@@ -227,7 +227,7 @@ class RequestBodySerializer(serializers.Serializer):
     def _may_answer_unchanged(cls) -> bool:
         """No validation of the serializer's own (``validate``, ``validate_<field>``) that
         the shortcut would skip."""
-        declared = cls._declared_fields  # type: ignore[attr-defined]
+        declared = cls._declared_fields
         return cls.validate is serializers.Serializer.validate and not any(
             hasattr(cls, f"validate_{name}") for name in declared
         )

@@ -51,6 +51,7 @@ from guard._document import (
 )
 from guard.errors import FieldError
 from guard.patterns import (
+    ANCHOR_BOTH,
     GlobSyntaxError,
     Matcher,
     compile_glob,
@@ -58,6 +59,7 @@ from guard.patterns import (
     equals_string,
     glob_to_re2,
     re2_full_matcher,
+    re2_native_match,
 )
 
 __all__ = [
@@ -292,6 +294,59 @@ def _match_anything(call_args: Any) -> bool:
     return True
 
 
+def _compile_one_inlined(name: str, constraint: Mapping[str, Any]) -> ArgsMatcher | None:
+    """The matcher of ``args`` pinning only `name`, with the comparison written out for
+    ``eq`` to a string and for ``lte`` / ``gte`` (one call per match instead of two, the
+    same answer as `compile_constraint`'s matcher), and for ``regex`` through RE2's own
+    match (as `guard.patterns.re2_full_matcher`); None for any other operator."""
+    ((operator, operand),) = constraint.items()
+    if operator == "eq" and isinstance(operand, str):
+
+        def match_text(call_args: Any) -> bool:
+            try:
+                if type(call_args) is not dict and not isinstance(call_args, Mapping):
+                    return False
+                value = call_args.get(name, _MISSING)
+                return isinstance(value, str) and value == operand
+            except Exception:  # a hostile Mapping must not break the guard
+                return False
+
+        return match_text
+    if operator in ("lte", "gte") and is_number(operand):
+        at_most = operator == "lte"
+
+        def match_bound(call_args: Any) -> bool:
+            try:
+                if type(call_args) is not dict and not isinstance(call_args, Mapping):
+                    return False
+                value = call_args.get(name, _MISSING)
+                if not isinstance(value, int | float) or isinstance(value, bool):
+                    return False  # the missing marker, another type, or a boolean
+                return value <= operand if at_most else value >= operand
+            except Exception:  # a hostile Mapping must not break the guard
+                return False
+
+        return match_bound
+    native_match = re2_native_match(operand) if operator == "regex" else None
+    if native_match is not None:
+        anchor = ANCHOR_BOTH
+
+        def match_pattern(call_args: Any) -> bool:
+            try:
+                if type(call_args) is not dict and not isinstance(call_args, Mapping):
+                    return False
+                value = call_args.get(name, _MISSING)
+                if not isinstance(value, str):
+                    return False
+                data = value.encode("utf-8")  # a lone surrogate raises: no match
+                return bool(native_match(anchor, data, 0, len(data))[0][0] >= 0)
+            except Exception:  # also a hostile Mapping: it must not break the guard
+                return False
+
+        return match_pattern
+    return None
+
+
 def compile_args(args: Mapping[str, Any]) -> ArgsMatcher:
     """Compile a validated ``args`` object into ``call_args -> bool``.
 
@@ -304,6 +359,10 @@ def compile_args(args: Mapping[str, Any]) -> ArgsMatcher:
     if not checks:
         return _match_anything
     if len(checks) == 1:
+        ((name, constraint),) = args.items()
+        inlined = _compile_one_inlined(name, constraint)
+        if inlined is not None:
+            return inlined
         # One pinned argument is the common case; skipping the loop saves a good fraction.
         ((name, check),) = checks
 

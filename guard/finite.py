@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["MAX_ARGUMENT_DEPTH", "non_finite_argument"]
+__all__ = ["MAX_ARGUMENT_DEPTH", "PLAIN_SCALAR_TYPES", "non_finite_argument"]
 
 _INFINITY: Final = math.inf
 
@@ -20,8 +20,9 @@ MAX_ARGUMENT_DEPTH: Final = 256
 _NOT_FINITE: Final = 1
 _TOO_DEEP: Final = 2
 # Values that hold no number that could be non-finite (exact types: a subclass is checked
-# the long way).
-_PLAIN_SCALAR_TYPES: Final = frozenset({str, int, bool, type(None)})
+# the long way). An argument of these types needs no reading at all.
+PLAIN_SCALAR_TYPES: Final = frozenset({str, int, bool, type(None)})
+_PLAIN_SCALAR_TYPES: Final = PLAIN_SCALAR_TYPES
 
 
 def non_finite_argument(args: Mapping[str, Any]) -> str | None:

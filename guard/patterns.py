@@ -14,6 +14,7 @@ from typing import Any, Final
 import re2
 
 __all__ = [
+    "ANCHOR_BOTH",
     "GlobSyntaxError",
     "Matcher",
     "compile_glob",
@@ -21,6 +22,7 @@ __all__ = [
     "equals_string",
     "glob_to_re2",
     "re2_full_matcher",
+    "re2_native_match",
 ]
 
 Matcher = Callable[[Any], bool]
@@ -44,7 +46,8 @@ _RE2_OPTIONS.never_capture = True  # only "did it match" matters; capturing cost
 # microseconds. Both are internals of google-re2, so fall back to the public API when absent.
 _re2_binding = getattr(re2, "_re2", None)
 _re2_anchor = getattr(getattr(_re2_binding, "RE2", None), "Anchor", None)
-_ANCHOR_BOTH = getattr(_re2_anchor, "ANCHOR_BOTH", None)
+ANCHOR_BOTH: Final = getattr(_re2_anchor, "ANCHOR_BOTH", None)
+_ANCHOR_BOTH: Final = ANCHOR_BOTH
 
 
 def compile_re2(pattern: str) -> Any:
@@ -58,12 +61,20 @@ def compile_re2(pattern: str) -> Any:
         raise ValueError(str(message)) from None
 
 
-def re2_full_matcher(pattern: str) -> Matcher:
-    compiled = compile_re2(pattern)
-    regexp = getattr(compiled, "_regexp", None)
+def re2_native_match(pattern: str) -> Callable[[Any, bytes, int, int], Any] | None:
+    """The RE2 object's own ``Match(anchor, data, start, end)`` for `pattern` (compiled
+    with the module's options), or None when google-re2 does not expose it. A whole-string
+    match is ``Match(ANCHOR_BOTH, data, 0, len(data))[0][0] >= 0`` on UTF-8 bytes, as
+    `re2_full_matcher` does."""
+    regexp = getattr(compile_re2(pattern), "_regexp", None)
     native_match = getattr(regexp, "Match", None)
+    return native_match if native_match is not None and _ANCHOR_BOTH is not None else None
 
-    if native_match is not None and _ANCHOR_BOTH is not None:
+
+def re2_full_matcher(pattern: str) -> Matcher:
+    native_match = re2_native_match(pattern)
+
+    if native_match is not None:
         anchor = _ANCHOR_BOTH
 
         def match_native(value: Any) -> bool:
@@ -78,7 +89,7 @@ def re2_full_matcher(pattern: str) -> Matcher:
 
         return match_native
 
-    fullmatch = compiled.fullmatch
+    fullmatch = compile_re2(pattern).fullmatch
 
     def match_public(value: Any) -> bool:
         if not isinstance(value, str):

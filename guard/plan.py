@@ -377,6 +377,12 @@ class CompiledPlan:
         except TypeError:  # an unhashable "tool name" names no step
             return ()
 
+    def pins_no_argument(self, tool: str) -> bool:
+        """True when no step naming `tool` pins an argument: every call of it matches all of
+        `step_candidates(tool)`, whatever its arguments."""
+        matchers = self._matchers
+        return all(matchers[index] is None for index in self.step_candidates(tool))
+
     def matching_steps(self, tool: str, args: Any) -> list[int]:
         """Indexes, in plan order, of the steps for `tool` whose constraints `args` satisfy."""
         try:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final, NamedTuple
 
 from guard.constraints import ArgsMatcher, compile_args
@@ -40,6 +41,7 @@ __all__ = [
     "PolicyDecision",
     "StepDenial",
     "StepWarning",
+    "ToolDecision",
     "UnpinnedRule",
     "evaluate_plan",
     "rule_description",
@@ -348,6 +350,44 @@ def _first_match(rules: _RuleMatchers, index: RuleIndex | None, args: Any) -> Po
     return None
 
 
+class ToolDecision(NamedTuple):
+    """One tool's verdict (`CompiledPolicy.tool_decision`), in the first of these forms that
+    holds: `fixed` when every call of the tool gets it; ``passed if test(args) else
+    otherwise`` when one rule's arguments decide; else ``decide(args)``."""
+
+    fixed: PolicyDecision | None
+    test: ArgsMatcher | None = None
+    passed: PolicyDecision | None = None
+    otherwise: PolicyDecision | None = None
+    decide: Callable[[Any], PolicyDecision] | None = None
+
+
+def _decide_indexed(entry: _ToolRules, default: PolicyDecision, args: Any) -> PolicyDecision:
+    """`_first_match` over the denies, then over the allows, inlined: one call, not three."""
+    rules: _RuleMatchers = entry.denies
+    index = entry.deny_index
+    for position in index.candidates(args) if index is not None else range(len(rules)):
+        matcher, decision = rules[position]
+        if matcher is None or matcher(args):
+            return decision
+    rules = entry.allows
+    index = entry.allow_index
+    for position in index.candidates(args) if index is not None else range(len(rules)):
+        matcher, decision = rules[position]
+        if matcher is None or matcher(args):
+            return decision
+    return default
+
+
+def _decide_scan(
+    rules: tuple[tuple[ArgsMatcher, PolicyDecision], ...], otherwise: PolicyDecision, args: Any
+) -> PolicyDecision:
+    for matcher, decision in rules:
+        if matcher(args):
+            return decision
+    return otherwise
+
+
 class CompiledPolicy:
     """A validated policy bound to one member (role and groups), for call decisions.
 
@@ -419,6 +459,33 @@ class CompiledPolicy:
         if decision is None:
             decision = _first_match(entry.allows, entry.allow_index, args)
         return decision if decision is not None else self._default
+
+    def tool_decision(self, tool: str) -> ToolDecision:
+        """`decide(tool, args)` for one tool name, resolved once: the verdict when no
+        argument can change it, else a function of the call's arguments alone.
+
+        The guard resolves each tool of a plan when it installs a token, so a call pays for
+        its rules' matchers only. Without an index, the rules are one list, denies first
+        (a deny wins), cut after the first rule that pins nothing (it always matches)."""
+        entry = self._by_tool.get(tool)
+        if entry is None:
+            entry = self._resolve(tool)
+        default = self._default
+        if entry.deny_index is not None or entry.allow_index is not None:
+            return ToolDecision(None, decide=partial(_decide_indexed, entry, default))
+        conditional: list[tuple[ArgsMatcher, PolicyDecision]] = []
+        final = default
+        for matcher, decision in (*entry.denies, *entry.allows):
+            if matcher is None:
+                final = decision
+                break
+            conditional.append((matcher, decision))
+        if not conditional:
+            return ToolDecision(final)
+        if len(conditional) == 1:
+            ((matcher, decision),) = conditional
+            return ToolDecision(None, matcher, decision, final)
+        return ToolDecision(None, decide=partial(_decide_scan, tuple(conditional), final))
 
     def decide_by_scan(self, tool: str, args: Any) -> PolicyDecision:
         """The verdict `decide` gives, reached by matching every rule concerning `tool` in

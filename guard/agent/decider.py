@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from guard.agent import acp
@@ -21,14 +21,37 @@ from guard.agent.session import (
     CallDecision,
     PlanState,
 )
+from guard.agent.tool_calls import ToolCalls, tool_calls
 from guard.agent.verified import VerifiedToken
 from guard.decisions import Decision
-from guard.finite import non_finite_argument
+from guard.finite import PLAIN_SCALAR_TYPES, non_finite_argument
+from guard.policy_evaluation import PolicyDecision
 
 __all__ = ["Decider"]
 
 _PENDING: Final = acp.PENDING
 _IN_PROGRESS: Final = acp.IN_PROGRESS
+_PLAIN_SCALARS: Final = PLAIN_SCALAR_TYPES
+
+
+def _unreadable(tool: Any, args: Any) -> CallDecision | None:
+    """The decision for a call that cannot be decided on, in this order: arguments that are
+    not an object, a tool name that is not a string, arguments holding NaN or an infinity
+    or nesting too deep anywhere inside; else None."""
+    if type(args) is not dict and not isinstance(args, Mapping):
+        return ARGS_NOT_OBJECT
+    if type(tool) is not str:
+        return TOOL_NOT_STRING
+    try:
+        problem = non_finite_argument(args)
+    except Exception:  # a Mapping that cannot be read cannot be decided on
+        problem = "the arguments cannot be read"
+    if problem is None:
+        return None
+    return CallDecision(
+        Decision.INVALID_ARGUMENTS,
+        f"{problem}; arguments must be JSON values (no NaN or Infinity)",
+    )
 
 
 class Decider:
@@ -50,6 +73,8 @@ class Decider:
         auto_refresh: bool,
     ) -> None:
         self._lock = lock
+        self._acquire = lock.acquire
+        self._release = lock.release
         self._publish = publish
         self._wake_refresher = wake_refresher
         self._auto_refresh = auto_refresh
@@ -68,47 +93,66 @@ class Decider:
                 return self._unusable(plan, token, now)
             if self._auto_refresh and now >= plan.next_attempt_at:
                 self._wake_refresher()  # the refresher thread does the network part
-        if type(args) is not dict and not isinstance(args, Mapping):
-            return ARGS_NOT_OBJECT
-        if type(tool) is not str:
+        # Most calls: a dict of strings, integers, booleans and nulls, which holds no
+        # number that could be non-finite; the rest are read in full. (A loop, not
+        # ``issuperset(map(...))``, which builds a set and an iterator on every call.)
+        plain = type(args) is dict
+        if plain:
+            for value in args.values():
+                if type(value) not in _PLAIN_SCALARS:
+                    plain = False
+                    break
+        if not plain:
+            problem = _unreadable(tool, args)
+            if problem is not None:
+                return problem
+        elif type(tool) is not str:
             return TOOL_NOT_STRING
-        try:
-            problem = non_finite_argument(args)
-        except Exception:  # a Mapping that cannot be read cannot be decided on
-            problem = "the arguments cannot be read"
-        if problem is not None:
-            return CallDecision(
-                Decision.INVALID_ARGUMENTS,
-                f"{problem}; arguments must be JSON values (no NaN or Infinity)",
-            )
-        compiled = plan.compiled
-        matching = compiled.matching_steps(tool, args)
-        if not matching:
-            return plan.not_in_plan(tool, args)
-        verdict = token.policy.decide(tool, args)
+        calls = token.calls
+        if calls is None:  # a token put in place without `PlanState.install`
+            calls = token.calls = tool_calls(plan.compiled, token.policy)
+        entry = calls.get(tool)
+        if entry is None:
+            return plan.not_in_plan(tool, args)  # no step names the tool
+        matching: Sequence[int] | None = entry.steps
+        if matching is None:
+            matching = plan.compiled.matching_steps(tool, args)
+            if not matching:
+                return plan.not_in_plan(tool, args)
+        verdict = entry.verdict
+        if verdict is None:
+            test = entry.test
+            if test is None:
+                verdict = entry.decide(args)
+            elif test(args):
+                verdict = entry.passed
+            else:
+                verdict = entry.otherwise
         if not verdict.allowed:
-            rule = "the policy default" if verdict.rule is None else f"rules[{verdict.rule}]"
-            return CallDecision(
-                Decision.POLICY_DENIED,
-                f"{verdict.reason} ({rule}, policy version {token.policy_version})",
-                matching[0],
-                verdict.rule,
-                verdict.description,
-            )
+            return self._denied(entry, matching[0], verdict, token)
         used = plan.used
-        with self._lock:
-            step = compiled.choose_step(matching, used)
-            if step is not None:
-                used[step] += 1
-                self.tool_output_seen = True
-                started = plan.statuses[step] == _PENDING
-                if started:
-                    plan.statuses[step] = _IN_PROGRESS
-        if step is None:
+        max_calls = entry.max_calls
+        # Not `with self._lock`: a with statement looks up and binds __enter__ and __exit__
+        # on every call, costing as much as the rest of the reservation.
+        self._acquire()
+        try:
+            for step in matching:
+                if used[step] < max_calls[step]:
+                    used[step] += 1
+                    self.tool_output_seen = True
+                    started = plan.statuses[step] == _PENDING
+                    if started:
+                        plan.statuses[step] = _IN_PROGRESS
+                    break
+            else:
+                step = -1
+        finally:
+            self._release()
+        if step < 0:
             return plan.spent(matching)
         if started:
             self._publish(plan)
-        decision = plan.decision_cache.get((step, verdict.rule))
+        decision = entry.allowed[step].get(verdict.rule)
         if decision is None:
             # People count steps from 1; `step` stays the index.
             decision = CallDecision(
@@ -118,7 +162,25 @@ class Decider:
                 verdict.rule,
                 verdict.description,
             )
-            plan.decision_cache[(step, verdict.rule)] = decision
+            entry.allowed[step][verdict.rule] = decision
+        return decision
+
+    @staticmethod
+    def _denied(
+        entry: ToolCalls, step: int, verdict: PolicyDecision, token: VerifiedToken
+    ) -> CallDecision:
+        """The decision for a call the policy refuses (`step`: the first it matched)."""
+        decision = entry.denied[step].get(verdict.rule)
+        if decision is None:
+            rule = "the policy default" if verdict.rule is None else f"rules[{verdict.rule}]"
+            decision = CallDecision(
+                Decision.POLICY_DENIED,
+                f"{verdict.reason} ({rule}, policy version {token.policy_version})",
+                step,
+                verdict.rule,
+                verdict.description,
+            )
+            entry.denied[step][verdict.rule] = decision
         return decision
 
     def _unusable(self, plan: PlanState, token: VerifiedToken, now: float) -> CallDecision:

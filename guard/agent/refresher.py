@@ -159,7 +159,7 @@ class Refresher:
                 _retry_later(plan, now, str(error), None)
                 logger.warning("plangate guard: refreshing plan %s failed: %s", plan.id, error)
                 return False
-            plan.token = token
+            plan.install(token)
             plan.refresh_error = None
             plan.retry_delay = 0.0
             # A token already within its margin (a short lifetime, a skewed clock) is not

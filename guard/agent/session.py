@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from guard.agent import acp
+from guard.agent.tool_calls import tool_calls
 from guard.agent.verified import VerifiedToken
 from guard.constraints import compile_constraint
 from guard.decisions import Decision, PlanOutcome
@@ -102,7 +103,6 @@ class PlanState:
     __slots__ = (
         "blocked",
         "compiled",
-        "decision_cache",
         "descriptions",
         "document",
         "ended",
@@ -134,12 +134,10 @@ class PlanState:
         self.compiled = CompiledPlan(document)
         steps = document["steps"]
         self.descriptions = tuple(acp.describe_step(step) for step in steps)
-        self.token = token
+        self.install(token)
         self.report_arguments = report_arguments
         self.used = [0] * len(steps)
         self.statuses = [acp.PENDING] * len(steps)
-        # The allowed decisions already made, by (step, policy rule): shared between calls.
-        self.decision_cache: dict[tuple[int, int | None], CallDecision] = {}
         self.explainers: dict[int, Explainer] = {}
         self.blocked: CallDecision | None = None
         self.ended = False
@@ -150,6 +148,13 @@ class PlanState:
         self.next_attempt_at = token.refresh_at
         self.retry_delay = 0.0
         self.refresh_error: str | None = None
+
+    def install(self, token: VerifiedToken) -> None:
+        """Make `token` (verified for this plan) the plan's token, with what deciding a
+        call of each of the plan's tools needs under its policy resolved first."""
+        if token.calls is None:
+            token.calls = tool_calls(self.compiled, token.policy)
+        self.token = token
 
     # The methods below run off the hot path: they explain a refusal.
 
@@ -185,7 +190,7 @@ class PlanState:
             self.explainers[index] = explainer
         return explainer
 
-    def spent(self, matching: list[int]) -> CallDecision:
+    def spent(self, matching: Sequence[int]) -> CallDecision:
         steps = ", ".join(f"{index + 1} ({self.used[index]} calls)" for index in matching)
         return CallDecision(
             Decision.MAX_CALLS_EXCEEDED,

@@ -4,8 +4,13 @@ client)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from guard.claims import IntentClaims
 from guard.policy_evaluation import CompiledPolicy
+
+if TYPE_CHECKING:
+    from guard.agent.tool_calls import ToolCalls
 
 __all__ = ["VerifiedToken"]
 
@@ -13,9 +18,12 @@ __all__ = ["VerifiedToken"]
 class VerifiedToken:
     """A verified token and its typed claims. `withdrawn` says why it can no longer be
     trusted (its signing key left the JWKS); `refresh_at` is then moved to -inf so that the
-    one comparison on a call's path notices."""
+    one comparison on a call's path notices. `calls` is what deciding a call of each of the
+    plan's tools needs under this token's policy (guard.agent.tool_calls), set when the
+    token is installed in its plan's state."""
 
     __slots__ = (
+        "calls",
         "claims",
         "expires_at",
         "kid",
@@ -43,3 +51,4 @@ class VerifiedToken:
         self.refresh_at = refresh_at
         self.kid = kid
         self.withdrawn: str | None = None
+        self.calls: dict[str, ToolCalls] | None = None

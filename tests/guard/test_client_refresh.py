@@ -23,19 +23,6 @@ from tests.conftest import POLICY, plan_document
 
 from .client_helpers import wait_until
 
-
-@pytest.fixture
-def make_guard(make_any_guard):
-    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
-    return make_any_guard
-
-
-@pytest.fixture
-def live_guard(live_any_guard):
-    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
-    return live_any_guard
-
-
 REPO = {"repo": "acme/public-app"}
 # The default refresh margin is a fifth of the token's lifetime, at most 120 s: a 900 s
 # token is due for refresh 780 s after it was issued.
@@ -48,8 +35,8 @@ def refresh_kinds(plan_id: str) -> list[str]:
     )
 
 
-def test_a_token_within_its_margin_is_refreshed_and_budgets_carry_over(make_guard, clock):
-    guard = make_guard()
+def test_a_token_within_its_margin_is_refreshed_and_budgets_carry_over(make_any_guard, clock):
+    guard = make_any_guard()
     declared = guard.declare(plan_document())
     guard.check("github_list_issues", REPO)
     guard.check("github_list_issues", REPO)
@@ -66,8 +53,8 @@ def test_a_token_within_its_margin_is_refreshed_and_budgets_carry_over(make_guar
     assert guard.check("github_list_issues", REPO).code == Decision.MAX_CALLS_EXCEEDED
 
 
-def test_a_refresh_brings_the_current_policy_into_call_decisions(make_guard, team):
-    guard = make_guard()
+def test_a_refresh_brings_the_current_policy_into_call_decisions(make_any_guard, team):
+    guard = make_any_guard()
     guard.declare(plan_document(steps=[{"tool": "github_get_issue"}]))
     call = {"repo": "acme/app", "number": 150}
     assert guard.check("github_get_issue", call).allowed
@@ -88,6 +75,41 @@ def test_a_refresh_brings_the_current_policy_into_call_decisions(make_guard, tea
 
     assert guard.check("github_get_issue", call).code == Decision.POLICY_DENIED
     assert guard.status().policy_version == 2
+
+
+def test_an_allowed_call_after_a_refresh_names_the_rule_of_the_new_policy(make_any_guard, team):
+    guard = make_any_guard()
+    guard.declare(plan_document(steps=[{"tool": "github_get_issue"}]))
+    call = {"repo": "acme/app", "number": 7}
+    before = guard.check("github_get_issue", call)
+    # The same rule index (0) and step admit the call, under another rule.
+    policy_set(
+        team=team,
+        slug="default",
+        document={
+            **POLICY,
+            "rules": [
+                {
+                    "effect": "allow",
+                    "name": "read acme",
+                    "description": "Reading acme's repositories",
+                    "tools": ["github_get_*"],
+                },
+                *POLICY["rules"][1:],
+            ],
+        },
+    )
+    assert guard.refresh() is True
+
+    after = guard.check("github_get_issue", call)
+
+    assert (before.rule, after.rule) == (0, 0)
+    assert before.rule_description == "allow github_* (rules[0])"
+    assert after.rule_description == "Reading acme's repositories (rules[0])"
+    assert (
+        after.reason
+        == 'step 1 (github_get_issue) of the plan; allow rule "read acme" admits this call'
+    )
 
 
 def revoke(persona, team, plan_id):
@@ -126,9 +148,9 @@ def deny_the_step(persona, team, plan_id):
     ],
 )
 def test_a_refused_refresh_blocks_every_later_call_with_its_code(
-    make_guard, clock, switchboard, agent, team, refuse, code
+    make_any_guard, clock, switchboard, agent, team, refuse, code
 ):
-    guard = make_guard()
+    guard = make_any_guard()
     declared = guard.declare(plan_document())
     assert guard.check("github_list_issues", REPO).allowed
     refuse(agent, team, declared.plan_id)
@@ -156,10 +178,10 @@ def test_a_refused_refresh_blocks_every_later_call_with_its_code(
 
 
 def test_a_transient_failure_keeps_the_valid_token_then_calls_are_token_expired(
-    make_guard, clock, switchboard, settings
+    make_any_guard, clock, switchboard, settings
 ):
     settings.PLANGATE_TOKEN_TTL = 60
-    guard = make_guard()
+    guard = make_any_guard()
     guard.declare(plan_document())
     switchboard.down = True
 
@@ -188,8 +210,8 @@ def test_a_transient_failure_keeps_the_valid_token_then_calls_are_token_expired(
     assert guard.status().state == "active"
 
 
-def test_retries_after_a_transient_failure_back_off(make_guard, clock, switchboard):
-    guard = make_guard()
+def test_retries_after_a_transient_failure_back_off(make_any_guard, clock, switchboard):
+    guard = make_any_guard()
     guard.declare(plan_document())
     switchboard.down = True
     clock.advance(DUE)
@@ -206,9 +228,9 @@ def test_retries_after_a_transient_failure_back_off(make_guard, clock, switchboa
 
 
 def test_a_refresh_refused_for_another_reason_is_not_retried_and_the_token_serves_out(
-    make_guard, clock, switchboard, agent
+    make_any_guard, clock, switchboard, agent
 ):
-    guard = make_guard()
+    guard = make_any_guard()
     guard.declare(plan_document())
     api_key_revoke(api_key=agent.agent.api_keys.get())
 
@@ -226,8 +248,8 @@ def test_a_refresh_refused_for_another_reason_is_not_retried_and_the_token_serve
     assert after_expiry.code == Decision.TOKEN_EXPIRED
 
 
-def test_a_call_within_the_margin_does_not_wait_for_the_network(make_guard, clock, switchboard):
-    guard = make_guard()  # no background refresher in this fixture
+def test_a_call_within_the_margin_does_not_wait_for_the_network(make_any_guard, clock, switchboard):
+    guard = make_any_guard()  # no background refresher in this fixture
     guard.declare(plan_document())
     requests = len(switchboard.paths)
     clock.advance(DUE)
@@ -238,8 +260,8 @@ def test_a_call_within_the_margin_does_not_wait_for_the_network(make_guard, cloc
     assert len(switchboard.paths) == requests
 
 
-def test_the_background_refresher_renews_the_token_before_expiry(live_guard, clock, settings):
-    guard = live_guard(clock=clock, report=False)
+def test_the_background_refresher_renews_the_token_before_expiry(live_any_guard, clock, settings):
+    guard = live_any_guard(clock=clock, report=False)
     declared = guard.declare(plan_document())
     settings.PLANGATE_TOKEN_TTL = 3600
     clock.advance(DUE)
@@ -252,14 +274,14 @@ def test_the_background_refresher_renews_the_token_before_expiry(live_guard, clo
     assert guard.check("github_list_issues", REPO).allowed
 
 
-def test_a_throttled_refresh_waits_for_retry_after(make_guard, clock, switchboard):
+def test_a_throttled_refresh_waits_for_retry_after(make_any_guard, clock, switchboard):
     def throttle(request: httpx.Request, response: httpx.Response) -> httpx.Response:
         if request.url.path.endswith("/refresh"):
             problem = {"code": Code.THROTTLED, "status": 429, "detail": "Slow down."}
             return httpx.Response(429, json=problem, headers={"Retry-After": "30"})
         return response
 
-    guard = make_guard()
+    guard = make_any_guard()
     guard.declare(plan_document())
     switchboard.rewrite = throttle
     attempts = []

@@ -30,6 +30,8 @@ from .strategies import (
     json_values,
     numbers,
     safe_integers,
+    simple_regexes,
+    wild_text,
     wild_values,
 )
 
@@ -414,3 +416,38 @@ def test_public_re2_api_fallback_gives_the_same_answers(monkeypatch: pytest.Monk
     ]:
         assert compile_constraint({"regex": pattern})(value) is expected
     assert compile_constraint({"glob": "a*b*c"})("aXbYc")
+
+
+one_argument_constraints = st.one_of(
+    st.builds(lambda text: {"eq": text}, wild_text)
+    | st.sampled_from([{"eq": "acme/app"}, {"eq": ""}, {"eq": "é"}]),
+    st.builds(lambda limit: {"lte": limit}, numbers),
+    st.builds(lambda limit: {"gte": limit}, numbers),
+    st.builds(lambda pattern: {"regex": pattern}, simple_regexes),
+)
+
+
+@given(
+    one_argument_constraints,
+    st.one_of(
+        st.dictionaries(st.sampled_from(["x", "y"]), wild_values, max_size=2),
+        st.dictionaries(
+            st.just("x"), st.sampled_from(["acme/app", "acme/\ud800", "é", 1, 1.0, True, None])
+        ),
+        wild_values,
+    ),
+)
+def test_an_args_object_pinning_one_argument_matches_as_its_constraint_does(
+    constraint: dict[str, Any], call_args: Any
+) -> None:
+    """`compile_args` writes out the comparison for one pinned argument (eq to a string,
+    lte, gte, regex); the answer is the constraint's own matcher's on the argument."""
+    if validate_constraint(constraint, "c"):
+        return  # a text that is no valid document string (a lone surrogate)
+    expected = (
+        isinstance(call_args, dict)
+        and "x" in call_args
+        and compile_constraint(constraint)(call_args["x"])
+    )
+
+    assert compile_args({"x": constraint})(call_args) is expected

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from guard.eq_index import EqIndex
 from guard.policy import validate_policy
-from guard.policy_evaluation import CompiledPolicy
+from guard.policy_evaluation import CompiledPolicy, PolicyDecision
 from guard.rule_index import BoundIndex, PatternIndex, build_rule_index
 
 NAMES = ("repo", "n", "x")
@@ -150,12 +150,86 @@ def test_an_indexed_decision_equals_a_scan_of_every_rule(
     for args in call_args:
         for tool in ("pay", "other"):
             indexed = compiled.decide(tool, args)
+            resolved = by_tool_decision(compiled, tool, args)
             scanned = compiled.decide_by_scan(tool, args)
             assert (indexed.allowed, indexed.rule, indexed.reason) == (
                 scanned.allowed,
                 scanned.rule,
                 scanned.reason,
             )
+            assert resolved == indexed
+
+
+def by_tool_decision(compiled: CompiledPolicy, tool: str, args: Any) -> PolicyDecision:
+    """The verdict as the guard reads it from `tool_decision`, resolved once per tool."""
+    resolved = compiled.tool_decision(tool)
+    forms = [resolved.fixed is not None, resolved.test is not None, resolved.decide is not None]
+    assert forms.count(True) == 1
+    if resolved.fixed is not None:
+        return resolved.fixed
+    if resolved.test is not None:
+        return resolved.passed if resolved.test(args) else resolved.otherwise  # type: ignore[return-value]
+    assert resolved.decide is not None
+    return resolved.decide(args)
+
+
+few_rules = st.lists(
+    st.builds(
+        lambda args, effect, tools: {
+            "effect": effect,
+            "tools": tools,
+            **({"args": args} if args else {}),
+        },
+        st.dictionaries(st.sampled_from(NAMES), constraints(), max_size=2),
+        effects,
+        tool_globs,
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=3 * settings.default.max_examples, deadline=None)
+@given(few_rules, st.sampled_from(["allow", "deny"]), st.lists(calls, min_size=1, max_size=12))
+def test_a_tools_verdict_resolved_once_equals_a_scan_of_every_rule(
+    policy_rules: list[dict[str, Any]], default: str, call_args: list[Any]
+) -> None:
+    """Too few rules for an index: the verdict is fixed, one rule's test, or a short scan
+    (`CompiledPolicy.tool_decision`); each gives what a scan of every rule gives."""
+    document = validate_policy({"version": 1, "default": default, "rules": policy_rules})
+    compiled = CompiledPolicy(document, role=None, groups=[])
+
+    for args in call_args:
+        for tool in ("pay", "other", "unnamed"):
+            resolved = by_tool_decision(compiled, tool, args)
+            scanned = compiled.decide_by_scan(tool, args)
+            assert (resolved.allowed, resolved.rule, resolved.reason) == (
+                scanned.allowed,
+                scanned.rule,
+                scanned.reason,
+            )
+            assert compiled.decide(tool, args) == resolved
+
+
+def test_a_tool_with_one_rule_pinning_arguments_is_decided_by_that_rules_test() -> None:
+    document = validate_policy(
+        {
+            "version": 1,
+            "default": "deny",
+            "rules": [
+                {"effect": "allow", "tools": ["pay"], "args": {"to": {"regex": "acme/.*"}}},
+                {"effect": "allow", "tools": ["read"]},
+            ],
+        }
+    )
+    compiled = CompiledPolicy(document, role=None, groups=[])
+
+    pay, read, other = (compiled.tool_decision(tool) for tool in ("pay", "read", "other"))
+
+    assert pay.fixed is None and pay.test is not None and pay.decide is None
+    assert (pay.passed.rule, pay.otherwise.rule) == (0, None)  # type: ignore[union-attr]
+    assert pay.test({"to": "acme/app"}) and not pay.test({"to": "evil/app"})
+    assert read.fixed is not None and read.fixed.rule == 1
+    assert other.fixed is not None and (other.fixed.rule, other.fixed.allowed) == (None, False)
 
 
 def entries(*args: dict[str, Any] | None) -> list[tuple[int, dict[str, Any] | None]]:

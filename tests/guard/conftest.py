@@ -7,8 +7,7 @@ with no background threads). `live_guard` talks to a real HTTP server (pytest-dj
 
 `make_any_guard` and `live_any_guard` build the same guards for each `guard_kind`: a
 `Guard`, or an `AsyncGuard` behind a facade with `Guard`'s API (see guard_kinds). A test
-module that covers the guard's public behaviour runs for both by taking them as its
-`make_guard` / `live_guard`.
+that covers the guard's public behaviour takes them instead, and runs for both.
 """
 
 from __future__ import annotations

@@ -29,19 +29,6 @@ from tests.plans.approval_helpers import REVIEW_POLICY, REVIEWED_PLAN_STEPS, app
 from .client_helpers import wait_until
 from .test_acp import assert_valid_v2, statuses
 
-
-@pytest.fixture
-def make_guard(make_any_guard):
-    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
-    return make_any_guard
-
-
-@pytest.fixture
-def live_guard(live_any_guard):
-    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
-    return live_any_guard
-
-
 REPO = {"repo": "acme/public-app"}
 MAIL = {"to": "bob@example.test"}
 
@@ -79,7 +66,7 @@ def only_plan() -> Plan:
 
 
 def test_a_person_approves_between_two_asks_and_the_guard_holds_the_approved_token(
-    make_guard, switchboard, review_policy, approver
+    make_any_guard, switchboard, review_policy, approver
 ):
     answers: list[tuple[int, str]] = []
 
@@ -104,7 +91,7 @@ def test_a_person_approves_between_two_asks_and_the_guard_holds_the_approved_tok
         plan_approval_decide(plan=plan, by_user=approver, approve=True)
 
     sleeper = DecidingSleeper(approve)
-    guard = make_guard(acp_sink=shown.append, approval_sleep=sleeper)
+    guard = make_any_guard(acp_sink=shown.append, approval_sleep=sleeper)
     guard_box.append(guard)
 
     declared = guard.declare(reviewed_plan())
@@ -129,13 +116,13 @@ def test_a_person_approves_between_two_asks_and_the_guard_holds_the_approved_tok
     assert guard.check("send_email", MAIL).allowed
 
 
-def test_a_person_denies_and_the_model_is_told_the_reason(make_guard, review_policy, approver):
+def test_a_person_denies_and_the_model_is_told_the_reason(make_any_guard, review_policy, approver):
     def deny() -> None:
         plan_approval_decide(
             plan=only_plan(), by_user=approver, approve=False, reason="no mail to outsiders"
         )
 
-    guard = make_guard(approval_sleep=DecidingSleeper(deny, on=1))
+    guard = make_any_guard(approval_sleep=DecidingSleeper(deny, on=1))
 
     result = guard.handle_declare_plan(reviewed_plan())
 
@@ -148,10 +135,10 @@ def test_a_person_denies_and_the_model_is_told_the_reason(make_guard, review_pol
 
 
 def test_nobody_decides_within_the_bound_then_a_later_declaration_picks_it_up(
-    make_guard, review_policy, approver
+    make_any_guard, review_policy, approver
 ):
     sleeper = DecidingSleeper(lambda: None, on=0)
-    guard = make_guard(approval_sleep=sleeper, approval_wait_seconds=0)
+    guard = make_any_guard(approval_sleep=sleeper, approval_wait_seconds=0)
 
     with pytest.raises(ApprovalError) as raised:
         guard.declare(reviewed_plan())
@@ -168,7 +155,7 @@ def test_nobody_decides_within_the_bound_then_a_later_declaration_picks_it_up(
 
 
 def test_the_guard_waits_in_a_thread_while_a_person_approves_through_the_service(
-    live_guard, review_policy, approver
+    live_any_guard, review_policy, approver
 ):
     shown: list[dict[str, Any]] = []
     waits: list[float] = []
@@ -178,7 +165,7 @@ def test_the_guard_waits_in_a_thread_while_a_person_approves_through_the_service
         waits.append(seconds)
         stop.wait(0.05)  # the wait asked for is recorded; the test need not last it
 
-    guard = live_guard(acp_sink=shown.append, approval_sleep=sleep, report_interval=0.02)
+    guard = live_any_guard(acp_sink=shown.append, approval_sleep=sleep, report_interval=0.02)
     outcome: list[Any] = []
     waiter = threading.Thread(target=lambda: outcome.append(guard.declare(reviewed_plan())))
     waiter.start()
@@ -207,17 +194,17 @@ def test_the_guard_waits_in_a_thread_while_a_person_approves_through_the_service
     stop.set()
 
 
-def approved_guard(make_guard, approver, **options: Any):
+def approved_guard(make_any_guard, approver, **options: Any):
     def approve() -> None:
         plan_approval_decide(plan=only_plan(), by_user=approver, approve=True)
 
-    guard = make_guard(approval_sleep=DecidingSleeper(approve, on=1), **options)
+    guard = make_any_guard(approval_sleep=DecidingSleeper(approve, on=1), **options)
     guard.declare(reviewed_plan())
     return guard
 
 
 def test_a_refresh_keeps_the_approval_while_the_policy_asks_review_of_the_same_steps(
-    make_guard, switchboard, review_policy, approver
+    make_any_guard, switchboard, review_policy, approver
 ):
     tokens: list[str] = []
 
@@ -226,7 +213,7 @@ def test_a_refresh_keeps_the_approval_while_the_policy_asks_review_of_the_same_s
             tokens.append(response.json()["token"])
         return response
 
-    guard = approved_guard(make_guard, approver)
+    guard = approved_guard(make_any_guard, approver)
     switchboard.rewrite = record
 
     assert guard.refresh()
@@ -236,10 +223,10 @@ def test_a_refresh_keeps_the_approval_while_the_policy_asks_review_of_the_same_s
 
 
 def test_a_refresh_after_the_policy_sends_another_step_to_a_person_blocks_the_plan(
-    make_guard, team, review_policy, approver
+    make_any_guard, team, review_policy, approver
 ):
     shown: list[dict[str, Any]] = []
-    guard = approved_guard(make_guard, approver, acp_sink=shown.append)
+    guard = approved_guard(make_any_guard, approver, acp_sink=shown.append)
     stricter = {
         **REVIEW_POLICY,
         "rules": [

@@ -25,14 +25,8 @@ from tests.conftest import POLICY, plan_document
 REPO = {"repo": "acme/public-app"}
 
 
-@pytest.fixture
-def make_guard(make_any_guard):
-    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
-    return make_any_guard
-
-
-def test_declare_returns_the_signed_plan_and_a_planned_call_is_allowed(make_guard, agent):
-    guard = make_guard()
+def test_declare_returns_the_signed_plan_and_a_planned_call_is_allowed(make_any_guard, agent):
+    guard = make_any_guard()
 
     declared = guard.declare(plan_document())
     decision = guard.check("github_list_issues", {**REPO, "state": "open"})
@@ -47,8 +41,8 @@ def test_declare_returns_the_signed_plan_and_a_planned_call_is_allowed(make_guar
     assert "step 1 (github_list_issues)" in decision.reason  # people count from 1
 
 
-def test_before_any_declaration_every_call_is_no_plan(make_guard):
-    guard = make_guard()
+def test_before_any_declaration_every_call_is_no_plan(make_any_guard):
+    guard = make_any_guard()
 
     decision = guard.check("github_list_issues", REPO)
 
@@ -57,8 +51,8 @@ def test_before_any_declaration_every_call_is_no_plan(make_guard):
     assert guard.status().state == "no_plan"
 
 
-def test_a_tool_the_plan_does_not_name_is_not_in_plan(make_guard):
-    guard = make_guard()
+def test_a_tool_the_plan_does_not_name_is_not_in_plan(make_any_guard):
+    guard = make_any_guard()
     guard.declare(plan_document())
 
     decision = guard.check("send_email", {"to": "bob@acme.dev"})
@@ -75,8 +69,8 @@ def test_a_tool_the_plan_does_not_name_is_not_in_plan(make_guard):
         ({"state": "open"}, "repo must satisfy"),  # a pinned argument that is missing
     ],
 )
-def test_arguments_outside_the_steps_constraints_are_not_in_plan(make_guard, args, explained):
-    guard = make_guard()
+def test_arguments_outside_the_steps_constraints_are_not_in_plan(make_any_guard, args, explained):
+    guard = make_any_guard()
     guard.declare(plan_document())
 
     decision = guard.check("github_list_issues", args)
@@ -85,9 +79,9 @@ def test_arguments_outside_the_steps_constraints_are_not_in_plan(make_guard, arg
     assert explained in decision.reason
 
 
-def test_a_call_the_plan_allows_but_the_policy_snapshot_refuses_is_policy_denied(make_guard):
+def test_a_call_the_plan_allows_but_the_policy_snapshot_refuses_is_policy_denied(make_any_guard):
     # The step pins nothing, so the plan admits any repo; the policy admits only acme/*.
-    guard = make_guard()
+    guard = make_any_guard()
     guard.declare(plan_document(steps=[{"tool": "github_get_issue"}]))
 
     inside = guard.check("github_get_issue", {"repo": "acme/app", "number": 1})
@@ -100,7 +94,7 @@ def test_a_call_the_plan_allows_but_the_policy_snapshot_refuses_is_policy_denied
     assert guard.status().steps[0].used == 1  # a refused call spends no budget
 
 
-def test_a_deny_rule_with_arguments_applies_per_call(make_guard, team):
+def test_a_deny_rule_with_arguments_applies_per_call(make_any_guard, team):
     policy_set(
         team=team,
         slug="default",
@@ -112,7 +106,7 @@ def test_a_deny_rule_with_arguments_applies_per_call(make_guard, team):
             ],
         },
     )
-    guard = make_guard()
+    guard = make_any_guard()
     guard.declare(plan_document())
 
     small = guard.check("github_get_issue", {**REPO, "number": 7})
@@ -123,8 +117,8 @@ def test_a_deny_rule_with_arguments_applies_per_call(make_guard, team):
     assert large.rule == 0
 
 
-def test_budgets_count_per_step_and_a_spent_step_is_max_calls_exceeded(make_guard):
-    guard = make_guard()
+def test_budgets_count_per_step_and_a_spent_step_is_max_calls_exceeded(make_any_guard):
+    guard = make_any_guard()
     guard.declare(plan_document())
 
     decisions = [guard.check("github_list_issues", REPO) for _ in range(4)]
@@ -137,8 +131,8 @@ def test_budgets_count_per_step_and_a_spent_step_is_max_calls_exceeded(make_guar
     assert [step.used for step in guard.status().steps] == [3, 1]
 
 
-def test_a_call_counts_against_the_first_matching_step_with_calls_left(make_guard):
-    guard = make_guard()
+def test_a_call_counts_against_the_first_matching_step_with_calls_left(make_any_guard):
+    guard = make_any_guard()
     guard.declare(
         plan_document(
             steps=[
@@ -154,8 +148,8 @@ def test_a_call_counts_against_the_first_matching_step_with_calls_left(make_guar
     assert [d.code for d in steps][-1] == Decision.MAX_CALLS_EXCEEDED
 
 
-def test_threads_hammering_one_step_get_exactly_its_max_calls(make_guard):
-    guard = make_guard()
+def test_threads_hammering_one_step_get_exactly_its_max_calls(make_any_guard):
+    guard = make_any_guard()
     guard.declare(plan_document(steps=[{"tool": "github_get_issue", "maxCalls": 37}]))
     results: list[Decision] = []
     results_lock = threading.Lock()
@@ -187,8 +181,8 @@ def test_threads_hammering_one_step_get_exactly_its_max_calls(make_guard):
         (["github_get_issue"], {}, "tool name must be a string"),
     ],
 )
-def test_malformed_calls_are_invalid_arguments(make_guard, tool, args, reason):
-    guard = make_guard()
+def test_malformed_calls_are_invalid_arguments(make_any_guard, tool, args, reason):
+    guard = make_any_guard()
     guard.declare(plan_document())
 
     decision = guard.check(tool, args)
@@ -197,8 +191,8 @@ def test_malformed_calls_are_invalid_arguments(make_guard, tool, args, reason):
     assert reason in decision.reason
 
 
-def test_an_invalid_plan_is_refused_locally_with_each_path(make_guard, switchboard):
-    guard = make_guard()
+def test_an_invalid_plan_is_refused_locally_with_each_path(make_any_guard, switchboard):
+    guard = make_any_guard()
     bad = plan_document(steps=[{"tool": "github_get_issue", "args": {"repo": {"regx": "a"}}}])
 
     with pytest.raises(GuardError) as refused:
@@ -217,8 +211,8 @@ def test_an_invalid_plan_is_refused_locally_with_each_path(make_guard, switchboa
         ({"steps": [{"tool": "github_delete_repo"}]}, Code.POLICY_DENIED),
     ],
 )
-def test_a_refusal_of_the_control_plane_keeps_its_code(make_guard, overrides, code):
-    guard = make_guard()
+def test_a_refusal_of_the_control_plane_keeps_its_code(make_any_guard, overrides, code):
+    guard = make_any_guard()
 
     with pytest.raises(GuardError) as refused:
         guard.declare(plan_document(**overrides))
@@ -227,9 +221,9 @@ def test_a_refusal_of_the_control_plane_keeps_its_code(make_guard, overrides, co
     assert guard.check("github_list_issues", REPO).code == Decision.NO_PLAN
 
 
-def test_an_unreachable_control_plane_is_reported_at_declare(make_guard, switchboard):
+def test_an_unreachable_control_plane_is_reported_at_declare(make_any_guard, switchboard):
     switchboard.down = True
-    guard = make_guard()
+    guard = make_any_guard()
 
     with pytest.raises(GuardError) as refused:
         guard.declare(plan_document())
@@ -240,8 +234,8 @@ def test_an_unreachable_control_plane_is_reported_at_declare(make_guard, switchb
 # --- declare before reading any tool output ------------------------------------------------
 
 
-def test_a_new_plan_after_a_tool_returned_output_is_refused(make_guard):
-    guard = make_guard()
+def test_a_new_plan_after_a_tool_returned_output_is_refused(make_any_guard):
+    guard = make_any_guard()
     first = guard.declare(plan_document())
     guard.call("github_list_issues", REPO, lambda **args: ["issue 1"])
 
@@ -254,8 +248,8 @@ def test_a_new_plan_after_a_tool_returned_output_is_refused(make_guard):
     assert guard.status().plan_id == first.plan_id
 
 
-def test_the_declare_plan_tool_explains_the_refusal_to_the_model(make_guard):
-    guard = make_guard()
+def test_the_declare_plan_tool_explains_the_refusal_to_the_model(make_any_guard):
+    guard = make_any_guard()
     guard.handle_declare_plan(plan_document())
     assert guard.check("github_list_issues", REPO).allowed  # the tool runs: output is read
 
@@ -265,9 +259,9 @@ def test_the_declare_plan_tool_explains_the_refusal_to_the_model(make_guard):
     assert result["code"] == DECLARE_AFTER_OUTPUT
 
 
-def test_a_plan_may_be_replaced_while_no_tool_has_run(make_guard):
+def test_a_plan_may_be_replaced_while_no_tool_has_run(make_any_guard):
     messages: list[dict] = []
-    guard = make_guard(acp_sink=messages.append)
+    guard = make_any_guard(acp_sink=messages.append)
     first = guard.declare(plan_document())
     assert guard.check("send_email", {"to": "bob@acme.dev"}).code == Decision.NOT_IN_PLAN
 
@@ -281,8 +275,8 @@ def test_a_plan_may_be_replaced_while_no_tool_has_run(make_guard):
     assert [m["params"]["update"]["planId"] for m in removed] == [first.plan_id]
 
 
-def test_a_new_session_may_declare_again(make_guard):
-    guard = make_guard()
+def test_a_new_session_may_declare_again(make_any_guard):
+    guard = make_any_guard()
     guard.declare(plan_document())
     guard.call("github_list_issues", REPO, lambda **args: [])
 
@@ -294,10 +288,10 @@ def test_a_new_session_may_declare_again(make_guard):
     assert guard.status().steps[0].used == 0
 
 
-def test_the_declare_plan_tool_accepts_json_text_and_returns_a_summary(make_guard):
+def test_the_declare_plan_tool_accepts_json_text_and_returns_a_summary(make_any_guard):
     import json
 
-    guard = make_guard()
+    guard = make_any_guard()
 
     result = guard.handle_declare_plan(json.dumps(plan_document()))
     broken = guard.handle_declare_plan("{not json")
@@ -319,8 +313,8 @@ def test_the_declare_plan_tool_accepts_json_text_and_returns_a_summary(make_guar
 # --- call, decorator, status ---------------------------------------------------------------
 
 
-def test_call_runs_the_tool_only_when_allowed(make_guard):
-    guard = make_guard()
+def test_call_runs_the_tool_only_when_allowed(make_any_guard):
+    guard = make_any_guard()
     guard.declare(plan_document())
     ran: list[dict] = []
 
@@ -337,8 +331,8 @@ def test_call_runs_the_tool_only_when_allowed(make_guard):
     assert blocked.value.decision.code == Decision.NOT_IN_PLAN
 
 
-def test_a_decorated_tool_is_checked_with_its_arguments_by_name(make_guard):
-    guard = make_guard()
+def test_a_decorated_tool_is_checked_with_its_arguments_by_name(make_any_guard):
+    guard = make_any_guard()
     guard.declare(plan_document())
 
     @guard.tool("github_get_issue")
@@ -353,8 +347,8 @@ def test_a_decorated_tool_is_checked_with_its_arguments_by_name(make_guard):
     assert guard.status().steps[1].status == "completed"
 
 
-def test_status_tells_which_required_steps_have_not_run(make_guard):
-    guard = make_guard()
+def test_status_tells_which_required_steps_have_not_run(make_any_guard):
+    guard = make_any_guard()
     guard.declare(
         plan_document(
             steps=[
@@ -381,8 +375,8 @@ def test_status_tells_which_required_steps_have_not_run(make_guard):
     assert guard.status().complete
 
 
-def test_after_end_plan_calls_are_no_plan(make_guard):
-    guard = make_guard()
+def test_after_end_plan_calls_are_no_plan(make_any_guard):
+    guard = make_any_guard()
     guard.declare(plan_document())
 
     guard.end_plan()
@@ -390,8 +384,8 @@ def test_after_end_plan_calls_are_no_plan(make_guard):
     assert guard.check("github_list_issues", REPO).code == Decision.NO_PLAN
 
 
-def test_deciding_calls_never_touches_the_network(make_guard, switchboard):
-    guard = make_guard()
+def test_deciding_calls_never_touches_the_network(make_any_guard, switchboard):
+    guard = make_any_guard()
     guard.declare(plan_document(steps=[{"tool": "github_get_issue", "maxCalls": 1000}]))
     requests = len(switchboard.paths)
 
@@ -403,8 +397,8 @@ def test_deciding_calls_never_touches_the_network(make_guard, switchboard):
     assert PlanToken.objects.count() == 1
 
 
-def test_an_application_using_check_alone_marks_a_step_completed(make_guard):
-    guard = make_guard()
+def test_an_application_using_check_alone_marks_a_step_completed(make_any_guard):
+    guard = make_any_guard()
     guard.declare(plan_document())
 
     allowed = guard.check("github_list_issues", REPO)
@@ -416,8 +410,8 @@ def test_an_application_using_check_alone_marks_a_step_completed(make_guard):
     assert [step.status for step in guard.status().steps] == ["completed", "pending"]
 
 
-def test_after_output_even_an_invalid_plan_is_refused_as_declared_too_late(make_guard):
-    guard = make_guard()
+def test_after_output_even_an_invalid_plan_is_refused_as_declared_too_late(make_any_guard):
+    guard = make_any_guard()
     guard.declare(plan_document())
     guard.check("github_list_issues", REPO)
 

@@ -11,13 +11,6 @@ from guard.decisions import Decision
 from policies.services import policy_set
 from tests.conftest import plan_document
 
-
-@pytest.fixture
-def make_guard(make_any_guard):
-    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
-    return make_any_guard
-
-
 PAY_POLICY = {
     "version": 1,
     "default": "deny",
@@ -30,9 +23,9 @@ PAY_POLICY = {
 
 
 @pytest.fixture
-def pay_guard(make_guard, team):
+def pay_guard(make_any_guard, team):
     policy_set(team=team, slug="default", document=PAY_POLICY)
-    guard = make_guard()
+    guard = make_any_guard()
     guard.declare(plan_document(steps=[{"tool": "pay", "maxCalls": 100}]))
     return guard
 

@@ -5,7 +5,6 @@ the guard refreshes at once; when that fails, calls are blocked as token_invalid
 from __future__ import annotations
 
 import httpx
-import pytest
 from django.utils import timezone
 
 from guard.decisions import Decision
@@ -14,19 +13,6 @@ from plans.models import PlanToken, SigningKey
 from tests.conftest import plan_document
 
 from .client_helpers import json_response, wait_until
-
-
-@pytest.fixture
-def make_guard(make_any_guard):
-    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
-    return make_any_guard
-
-
-@pytest.fixture
-def live_guard(live_any_guard):
-    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
-    return live_any_guard
-
 
 REPO = {"repo": "acme/public-app"}
 PAST_MAX_AGE = 301  # PLANGATE_JWKS_MAX_AGE is 300 s
@@ -38,8 +24,10 @@ def token_kinds(plan_id: str) -> list[str]:
     )
 
 
-def test_a_revoked_signing_key_blocks_its_token_as_token_invalid(make_guard, clock, switchboard):
-    guard = make_guard()
+def test_a_revoked_signing_key_blocks_its_token_as_token_invalid(
+    make_any_guard, clock, switchboard
+):
+    guard = make_any_guard()
     declared = guard.declare(plan_document())
     assert guard.check("github_list_issues", REPO).allowed
     kid = PlanToken.objects.get(plan_id=declared.plan_id).kid
@@ -64,9 +52,9 @@ def test_a_revoked_signing_key_blocks_its_token_as_token_invalid(make_guard, clo
 
 
 def test_a_key_gone_from_the_key_set_is_replaced_by_an_immediate_refresh(
-    make_guard, clock, switchboard
+    make_any_guard, clock, switchboard
 ):
-    guard = make_guard()
+    guard = make_any_guard()
     declared = guard.declare(plan_document())
     old_kid = PlanToken.objects.get(plan_id=declared.plan_id).kid
     # A new key signs; the old one is retired, and a proxy drops it from the key set.
@@ -94,9 +82,9 @@ def test_a_key_gone_from_the_key_set_is_replaced_by_an_immediate_refresh(
     assert guard.status().state == "active"
 
 
-def test_the_background_refresher_notices_a_revoked_key_by_itself(live_guard, settings):
+def test_the_background_refresher_notices_a_revoked_key_by_itself(live_any_guard, settings):
     settings.PLANGATE_JWKS_MAX_AGE = 1
-    guard = live_guard(report=False, jwks_min_refetch_interval=0.5)
+    guard = live_any_guard(report=False, jwks_min_refetch_interval=0.5)
     declared = guard.declare(plan_document())
     assert guard.check("github_list_issues", REPO).allowed
 

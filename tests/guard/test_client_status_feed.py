@@ -17,13 +17,6 @@ from plans.models import Plan, PlanToken
 from plans.services import plan_revoke
 from tests.conftest import plan_document
 
-
-@pytest.fixture
-def make_guard(make_any_guard):
-    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
-    return make_any_guard
-
-
 REPO = {"repo": "acme/public-app"}
 
 
@@ -45,8 +38,8 @@ def feed_statuses(switchboard) -> list[int]:
     return seen
 
 
-def test_an_unchanged_status_is_a_304_and_the_plan_goes_on(make_guard, feed_statuses):
-    guard = make_guard()
+def test_an_unchanged_status_is_a_304_and_the_plan_goes_on(make_any_guard, feed_statuses):
+    guard = make_any_guard()
     guard.declare(plan_document())
 
     first, second = guard.poll_status(), guard.poll_status()
@@ -56,9 +49,9 @@ def test_an_unchanged_status_is_a_304_and_the_plan_goes_on(make_guard, feed_stat
     assert guard.check("github_list_issues", REPO).allowed
 
 
-def test_a_revoked_plan_blocks_the_next_call_and_cancels_its_entries(make_guard):
+def test_a_revoked_plan_blocks_the_next_call_and_cancels_its_entries(make_any_guard):
     messages: list[dict[str, Any]] = []
-    guard = make_guard(acp_sink=messages.append)
+    guard = make_any_guard(acp_sink=messages.append)
     declared = guard.declare(plan_document())
     assert guard.call("github_list_issues", REPO, lambda **args: []) == []
     guard.poll_status()
@@ -86,8 +79,8 @@ def test_a_revoked_plan_blocks_the_next_call_and_cancels_its_entries(make_guard)
     ],
     ids=["member disabled", "agent disabled", "API key revoked"],
 )
-def test_a_disabling_blocks_with_its_code(make_guard, agent, switchboard, stop, code):
-    guard = make_guard()
+def test_a_disabling_blocks_with_its_code(make_any_guard, agent, switchboard, stop, code):
+    guard = make_any_guard()
     guard.declare(plan_document())
     assert guard.check("github_list_issues", REPO).allowed
 
@@ -99,8 +92,8 @@ def test_a_disabling_blocks_with_its_code(make_guard, agent, switchboard, stop, 
     assert switchboard.count("/status") == 1
 
 
-def test_a_revoked_signing_key_withdraws_the_token_then_its_refresh_is_refused(make_guard):
-    guard = make_guard()
+def test_a_revoked_signing_key_withdraws_the_token_then_its_refresh_is_refused(make_any_guard):
+    guard = make_any_guard()
     declared = guard.declare(plan_document())
     kid = PlanToken.objects.get(plan_id=declared.plan_id).kid
 
@@ -117,8 +110,8 @@ def test_a_revoked_signing_key_withdraws_the_token_then_its_refresh_is_refused(m
     assert guard.status().state == "blocked"
 
 
-def test_an_unreachable_control_plane_changes_nothing(make_guard, switchboard):
-    guard = make_guard()
+def test_an_unreachable_control_plane_changes_nothing(make_any_guard, switchboard):
+    guard = make_any_guard()
     declared = guard.declare(plan_document())
     switchboard.down = True
 
@@ -132,8 +125,8 @@ def test_an_unreachable_control_plane_changes_nothing(make_guard, switchboard):
     assert guard.check("github_list_issues", REPO).code == Decision.PLAN_REVOKED
 
 
-def test_a_failing_feed_changes_nothing(make_guard, switchboard):
-    guard = make_guard()
+def test_a_failing_feed_changes_nothing(make_any_guard, switchboard):
+    guard = make_any_guard()
     guard.declare(plan_document())
 
     def failing(request: httpx.Request, response: httpx.Response) -> httpx.Response:
@@ -147,10 +140,10 @@ def test_a_failing_feed_changes_nothing(make_guard, switchboard):
     assert guard.check("github_list_issues", REPO).allowed
 
 
-def test_the_feed_interval_is_what_the_team_bound_says(make_guard, team):
+def test_the_feed_interval_is_what_the_team_bound_says(make_any_guard, team):
     team.revocation_bound_seconds = 6
     team.save(update_fields=["revocation_bound_seconds"])
-    guard = make_guard()
+    guard = make_any_guard()
     guard.declare(plan_document())
 
     guard.poll_status()
@@ -158,8 +151,8 @@ def test_the_feed_interval_is_what_the_team_bound_says(make_guard, team):
     assert guard._status_watcher.interval == 3.0
 
 
-def test_without_a_plan_nothing_is_asked(make_guard, switchboard):
-    guard = make_guard()
+def test_without_a_plan_nothing_is_asked(make_any_guard, switchboard):
+    guard = make_any_guard()
 
     assert guard.poll_status() is False
     assert switchboard.count("/status") == 0

@@ -24,13 +24,6 @@ from tests.conftest import plan_document
 
 from .client_helpers import TestSigner, reissuing
 
-
-@pytest.fixture
-def make_guard(make_any_guard):
-    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
-    return make_any_guard
-
-
 REPO = {"repo": "acme/public-app"}
 WIDER = plan_document(steps=[{"tool": "github_delete_repo"}, {"tool": "send_email"}])
 
@@ -64,9 +57,9 @@ def another_plan_id(claims, body):
     claims["jti"] = "01J00000000000000000000000"
 
 
-def test_the_tampering_proxy_itself_passes_an_unchanged_token(make_guard, switchboard):
+def test_the_tampering_proxy_itself_passes_an_unchanged_token(make_any_guard, switchboard):
     switchboard.rewrite = reissuing(TestSigner(), unchanged)
-    guard = make_guard()
+    guard = make_any_guard()
 
     guard.declare(plan_document())
 
@@ -84,9 +77,9 @@ def test_the_tampering_proxy_itself_passes_an_unchanged_token(make_guard, switch
         another_plan_id,
     ],
 )
-def test_a_validly_signed_token_for_another_plan_is_refused(make_guard, switchboard, swap):
+def test_a_validly_signed_token_for_another_plan_is_refused(make_any_guard, switchboard, swap):
     switchboard.rewrite = reissuing(TestSigner(), swap)
-    guard = make_guard()
+    guard = make_any_guard()
 
     with pytest.raises(GuardError) as refused:
         guard.declare(plan_document())
@@ -128,9 +121,9 @@ def policy_version_as_text(claims, body):
         (policy_version_as_text, "claim polv is not an integer"),
     ],
 )
-def test_a_token_failing_verification_is_refused(make_guard, switchboard, edit, reason):
+def test_a_token_failing_verification_is_refused(make_any_guard, switchboard, edit, reason):
     switchboard.rewrite = reissuing(TestSigner(), edit)
-    guard = make_guard()
+    guard = make_any_guard()
 
     with pytest.raises(GuardError) as refused:
         guard.declare(plan_document())
@@ -139,13 +132,13 @@ def test_a_token_failing_verification_is_refused(make_guard, switchboard, edit, 
     assert reason in refused.value.message
 
 
-def test_a_token_signed_with_another_algorithm_is_refused(make_guard, switchboard):
+def test_a_token_signed_with_another_algorithm_is_refused(make_any_guard, switchboard):
     signer = TestSigner()
     hmac_token = lambda claims: jwt.encode(  # noqa: E731
         claims, "k" * 32, algorithm="HS256", headers={"kid": signer.kid}
     )
     switchboard.rewrite = reissuing(signer, unchanged, sign=hmac_token)
-    guard = make_guard()
+    guard = make_any_guard()
 
     with pytest.raises(GuardError) as refused:
         guard.declare(plan_document())
@@ -154,9 +147,9 @@ def test_a_token_signed_with_another_algorithm_is_refused(make_guard, switchboar
     assert "algorithm HS256 is not accepted" in refused.value.message
 
 
-def test_a_token_signed_by_a_key_outside_the_jwks_is_refused(make_guard, switchboard):
+def test_a_token_signed_by_a_key_outside_the_jwks_is_refused(make_any_guard, switchboard):
     switchboard.rewrite = reissuing(TestSigner(), unchanged, publish_key=False)
-    guard = make_guard()
+    guard = make_any_guard()
 
     with pytest.raises(GuardError) as refused:
         guard.declare(plan_document())
@@ -165,9 +158,9 @@ def test_a_token_signed_by_a_key_outside_the_jwks_is_refused(make_guard, switchb
     assert "unknown key id" in refused.value.message
 
 
-def test_a_swapped_token_at_refresh_keeps_the_valid_one(make_guard, switchboard):
+def test_a_swapped_token_at_refresh_keeps_the_valid_one(make_any_guard, switchboard):
     switchboard.rewrite = reissuing(TestSigner(), swap_plan_and_hash, only_refresh=True)
-    guard = make_guard()
+    guard = make_any_guard()
     declared = guard.declare(plan_document())
 
     assert guard.refresh() is False
@@ -184,9 +177,9 @@ def test_a_swapped_token_at_refresh_keeps_the_valid_one(make_guard, switchboard)
 
 
 def test_a_key_that_started_signing_after_the_jwks_was_cached_is_fetched(
-    make_guard, switchboard, clock
+    make_any_guard, switchboard, clock
 ):
-    guard = make_guard()
+    guard = make_any_guard()
     guard.declare(plan_document())
     assert switchboard.count("/v1/keys/jwks") == 1
     # A key the cached JWKS has never seen starts signing (the old one stays published).
@@ -204,9 +197,11 @@ def test_a_key_that_started_signing_after_the_jwks_was_cached_is_fetched(
     assert guard.check("github_list_issues", REPO).allowed
 
 
-def test_unknown_key_ids_refetch_the_jwks_at_most_once_per_interval(make_guard, switchboard, clock):
+def test_unknown_key_ids_refetch_the_jwks_at_most_once_per_interval(
+    make_any_guard, switchboard, clock
+):
     switchboard.rewrite = reissuing(TestSigner(), unchanged, publish_key=False)
-    guard = make_guard(jwks_min_refetch_interval=30)
+    guard = make_any_guard(jwks_min_refetch_interval=30)
     fetches = []
 
     for advance in (0, 1, 1, 30, 1):
@@ -240,10 +235,10 @@ def non_ascii_in(segment: int, *, only_refresh: bool = False):
 
 @pytest.mark.parametrize("segment", [0, 1, 2], ids=["header", "payload", "signature"])
 def test_a_token_with_a_non_ascii_character_is_token_invalid_at_declare(
-    make_guard, switchboard, segment
+    make_any_guard, switchboard, segment
 ):
     switchboard.rewrite = non_ascii_in(segment)
-    guard = make_guard()
+    guard = make_any_guard()
 
     with pytest.raises(GuardError) as refused:
         guard.declare(plan_document())
@@ -257,9 +252,9 @@ def test_a_token_with_a_non_ascii_character_is_token_invalid_at_declare(
 
 @pytest.mark.parametrize("segment", [0, 1, 2], ids=["header", "payload", "signature"])
 def test_a_refreshed_token_with_a_non_ascii_character_never_raises_from_check(
-    make_guard, switchboard, clock, segment
+    make_any_guard, switchboard, clock, segment
 ):
-    guard = make_guard()
+    guard = make_any_guard()
     guard.declare(plan_document())
     switchboard.rewrite = non_ascii_in(segment, only_refresh=True)
     clock.advance(901)  # past expiry

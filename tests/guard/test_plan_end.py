@@ -28,18 +28,12 @@ PLAN = plan_document(
 )
 
 
-@pytest.fixture
-def live_guard(live_any_guard):
-    """Every test here runs for Guard and AsyncGuard (see conftest.guard_kind)."""
-    return live_any_guard
-
-
 def ended_records(plan_id: str) -> list[AuditRecord]:
     return list(AuditRecord.objects.filter(plan_id=plan_id, kind=AuditRecord.Kind.PLAN_ENDED))
 
 
-def test_closing_after_every_required_step_ran_completes_the_plan(live_guard):
-    guard = live_guard(acp_sink=lambda message: None)
+def test_closing_after_every_required_step_ran_completes_the_plan(live_any_guard):
+    guard = live_any_guard(acp_sink=lambda message: None)
     declared = guard.declare(PLAN)
 
     guard.call("github_list_issues", REPO, lambda repo: [])
@@ -57,8 +51,8 @@ def test_closing_after_every_required_step_ran_completes_the_plan(live_guard):
     assert PlanEventBatch.objects.filter(plan=plan).order_by("id").last().end_outcome == "completed"
 
 
-def test_closing_before_a_required_step_ran_ends_the_plan(live_guard):
-    guard = live_guard()
+def test_closing_before_a_required_step_ran_ends_the_plan(live_any_guard):
+    guard = live_any_guard()
     declared = guard.declare(PLAN)
 
     guard.check("github_get_issue", REPO)
@@ -68,8 +62,8 @@ def test_closing_before_a_required_step_ran_ends_the_plan(live_guard):
     assert [record.code for record in ended_records(declared.plan_id)] == ["ended"]
 
 
-def test_a_new_declaration_ends_the_previous_plan(live_guard):
-    guard = live_guard()
+def test_a_new_declaration_ends_the_previous_plan(live_any_guard):
+    guard = live_any_guard()
     first = guard.declare(PLAN)
 
     second = guard.declare(PLAN)  # no call yet: a plan may still be declared
@@ -79,8 +73,8 @@ def test_a_new_declaration_ends_the_previous_plan(live_guard):
     assert Plan.objects.get(pk=second.plan_id).status == Plan.Status.ENDED
 
 
-def test_the_end_never_undoes_a_revocation(live_guard):
-    guard = live_guard()
+def test_the_end_never_undoes_a_revocation(live_any_guard):
+    guard = live_any_guard()
     declared = guard.declare(PLAN)
     guard.call("github_list_issues", REPO, lambda repo: [])
     Plan.objects.filter(pk=declared.plan_id).update(status=Plan.Status.REVOKED)
@@ -107,14 +101,14 @@ def swap_plan(claims, body):
     ],
     ids=["swapped-plan", "wrong-issuer"],
 )
-def test_a_token_the_guard_refuses_marks_the_plan_with_the_reason(live_guard, options, code):
+def test_a_token_the_guard_refuses_marks_the_plan_with_the_reason(live_any_guard, options, code):
     if options.get("transport") == "swapping":
         options = {
             "transport": Switchboard(
                 httpx.HTTPTransport(), rewrite=reissuing(TestSigner(), swap_plan)
             )
         }
-    guard = live_guard(**options)
+    guard = live_any_guard(**options)
 
     with pytest.raises(GuardError) as refused:
         guard.declare(PLAN)

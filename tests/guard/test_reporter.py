@@ -29,19 +29,6 @@ from kernel.problems import Code
 from plans.models import PlanDisplayUpdate, PlanEvent, PlanEventBatch
 from tests.conftest import plan_document
 
-
-@pytest.fixture
-def make_guard(make_any_guard):
-    """The tests with a guard here run for Guard and AsyncGuard (see conftest.guard_kind)."""
-    return make_any_guard
-
-
-@pytest.fixture
-def live_guard(live_any_guard):
-    """The tests with a guard here run for Guard and AsyncGuard (see conftest.guard_kind)."""
-    return live_any_guard
-
-
 REPO = {"repo": "acme/public-app"}
 PLAN = plan_document(
     steps=[
@@ -69,9 +56,9 @@ ALLOWED = decided()
 NOT_IN_PLAN = decided(Decision.NOT_IN_PLAN, None, "no step of the plan calls t")
 
 
-def test_decisions_and_display_updates_arrive_at_the_events_endpoint(live_guard):
+def test_decisions_and_display_updates_arrive_at_the_events_endpoint(live_any_guard):
     shown: list[dict[str, Any]] = []
-    guard = live_guard(acp_sink=shown.append)
+    guard = live_any_guard(acp_sink=shown.append)
     declared = guard.declare(PLAN)
     calls = [
         ("github_list_issues", {**REPO, "state": "open"}),  # allowed, step 0
@@ -119,10 +106,10 @@ def test_decisions_and_display_updates_arrive_at_the_events_endpoint(live_guard)
     assert batches[-1].end_outcome == "completed"  # the plan has no required step
 
 
-def test_arguments_themselves_are_reported_when_the_team_asks(live_guard, team):
+def test_arguments_themselves_are_reported_when_the_team_asks(live_any_guard, team):
     team.log_call_arguments = True
     team.save(update_fields=["log_call_arguments"])
-    guard = live_guard()
+    guard = live_any_guard()
     declared = guard.declare(PLAN)
 
     guard.check("github_get_issue", {"repo": "acme/app", "number": 7})
@@ -200,9 +187,9 @@ def test_batches_respect_the_endpoints_limits_and_group_by_plan():
 
 
 def test_another_agents_plan_is_not_found_and_nothing_is_stored(
-    live_guard, live_server, other_agent
+    live_any_guard, live_server, other_agent
 ):
-    guard = live_guard()
+    guard = live_any_guard()
     declared = guard.declare(PLAN)
     intruder = ControlPlaneClient(live_server.url, other_agent.api_key)
     reporter = DecisionReporter(intruder.post_events, interval=0.01)
@@ -237,8 +224,8 @@ def test_args_digest_is_the_rfc8785_sha256():
     assert args_digest({"x": object()}) is None
 
 
-def test_a_call_without_a_plan_has_no_plan_to_be_reported_to(make_guard):
-    guard = make_guard(report=True)
+def test_a_call_without_a_plan_has_no_plan_to_be_reported_to(make_any_guard):
+    guard = make_any_guard(report=True)
 
     decision = guard.check("github_get_issue", REPO)
 
@@ -279,8 +266,8 @@ def test_the_fast_canonical_form_is_byte_for_byte_rfc8785(value):
     assert canonical_args(value) == expected
 
 
-def test_the_agent_may_attach_its_own_acp_updates(live_guard):
-    guard = live_guard()
+def test_the_agent_may_attach_its_own_acp_updates(live_any_guard):
+    guard = live_any_guard()
     declared = guard.declare(PLAN)
     markdown = {
         "sessionId": "s",

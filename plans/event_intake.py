@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, models, transaction
 from django.db.models import F
 from django.db.models.functions import Least
@@ -327,65 +328,62 @@ def _batch_insert(received: PlanEventBatch) -> bool:
     return True
 
 
-#: Parameters per statement: under SQLite's smallest default limit since 3.32 (32,766) and
-#: PostgreSQL's (65,535); a batch of 500 events is one statement either way.
-_MAX_STATEMENT_PARAMETERS = 32_000
-
-
 def rows_insert(
     template: models.Model, varying: Sequence[str], rows: Sequence[Sequence[Any]]
 ) -> None:
     """Insert one row per item of ``rows``: a copy of ``template`` whose ``varying`` fields
-    hold the item's values (in that order), in one ``INSERT ... VALUES`` statement.
+    hold the item's values (in that order), in one statement.
 
     What ``bulk_create`` stores, at a fraction of its cost for hundreds of rows: the
     template's values are prepared once by the ORM's own fields (defaults and
     ``auto_now_add`` included), and of the varying values only dates and JSON need
     converting (tests/plans/test_plan_events_insert.py holds it to ``bulk_create``'s
-    answer). Sends no signals and sets no primary keys on anything, as nothing here reads
-    them.
+    answer). The varying columns come first in the statement's column list, so a row is
+    its converted values followed by the template's, with no per-column lookup. Sends no
+    signals and sets no primary keys on anything, as nothing here reads them.
     """
     if not rows:
         return
     meta = template._meta
-    fields = [field for field in meta.concrete_fields if not field.primary_key]
-    position = {name: index for index, name in enumerate(varying)}
-    fixed: list[Any] = []
-    converters: list[Callable[[Any], Any] | None] = []
-    for field in fields:
-        if field.name in position:
-            fixed.append(None)
-            converters.append(_converter(field))
-        else:
-            fixed.append(field.get_db_prep_save(field.pre_save(template, add=True), connection))
-            converters.append(None)
-    order = [position.get(field.name) for field in fields]
+    by_name = {field.name: field for field in meta.concrete_fields if not field.primary_key}
+    varying_fields = [by_name[name] for name in varying]
+    fixed_fields = [field for name, field in by_name.items() if name not in set(varying)]
+    fixed = tuple(
+        field.get_db_prep_save(field.pre_save(template, add=True), connection)
+        for field in fixed_fields
+    )
+    conversions = [
+        (index, convert)
+        for index, convert in enumerate(map(_converter, varying_fields))
+        if convert is not None
+    ]
     quote = connection.ops.quote_name
-    table, columns = quote(meta.db_table), ", ".join(quote(field.column) for field in fields)
-    plan_of_row = list(zip(order, fixed, converters, strict=True))
+    table = quote(meta.db_table)
+    columns = ", ".join(quote(field.column) for field in varying_fields + fixed_fields)
 
-    def values(row: Sequence[Any]) -> list[Any]:
-        return [
-            value if index is None else (row[index] if convert is None else convert(row[index]))
-            for index, value, convert in plan_of_row
-        ]
+    def values(row: Sequence[Any]) -> tuple[Any, ...]:
+        converted = list(row)
+        for index, convert in conversions:
+            converted[index] = convert(converted[index])
+        converted.extend(fixed)
+        return tuple(converted)
 
+    prepared = [values(row) for row in rows]
     if connection.vendor == "postgresql":
-        _copy_rows(f"COPY {table} ({columns}) FROM STDIN", [values(row) for row in rows])
+        _copy_rows(f"COPY {table} ({columns}) FROM STDIN", prepared)
         return
-    one_row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    per_statement = max(1, _MAX_STATEMENT_PARAMETERS // len(fields))
+    # One prepared statement run for every row (executemany): SQLite binds each row in its
+    # C code; a multi-row VALUES statement would first have its thousands of %s turned
+    # into ? by a regular expression, and be parsed whole, at every batch.
+    placeholders = ", ".join(["%s"] * (len(varying_fields) + len(fixed_fields)))
     with connection.cursor() as cursor:
-        for start in range(0, len(rows), per_statement):
-            chunk = rows[start : start + per_statement]
-            cursor.execute(
-                f"INSERT INTO {table} ({columns}) "  # noqa: S608 (names from the model)
-                f"VALUES {', '.join([one_row] * len(chunk))}",
-                [value for row in chunk for value in values(row)],
-            )
+        cursor.executemany(
+            f"INSERT INTO {table} ({columns}) VALUES ({placeholders})",  # noqa: S608 (names from the model)
+            prepared,
+        )
 
 
-def _copy_rows(statement: str, rows: list[list[Any]]) -> None:
+def _copy_rows(statement: str, rows: list[tuple[Any, ...]]) -> None:
     """PostgreSQL: the rows through one ``COPY ... FROM STDIN``. Its psycopg client binds a
     multi-row INSERT's thousands of parameters in Python, several times slower than the
     rows it inserts; COPY writes them in its C code. Errors become Django's (a lost
@@ -409,7 +407,7 @@ def _converter(field: models.Field) -> Callable[[Any], Any] | None:
     """How a varying value of ``field`` becomes a parameter; None: as it is (text, numbers,
     which the guard's validation already typed)."""
     if isinstance(field, models.DateTimeField):
-        return connection.ops.adapt_datetimefield_value
+        return _datetime_converter()
     if isinstance(field, models.JSONField):
         # What JSONField.get_db_prep_value does for a plain value (SQL NULL for None, as
         # the field is nullable or never given None), without its per-value checks for
@@ -417,6 +415,23 @@ def _converter(field: models.Field) -> Callable[[Any], Any] | None:
         adapt, encoder = connection.ops.adapt_json_value, field.encoder
         return lambda value: None if value is None else adapt(value, encoder)
     return None
+
+
+def _datetime_converter() -> Callable[[Any], Any]:
+    """The backend's own adapter (``adapt_datetimefield_value``), except on SQLite with
+    USE_TZ for an aware value: there it is the same text (the time in the connection's
+    zone, naive, ``str()``), without the adapter's checks and ``timezone`` calls per value."""
+    adapt = connection.ops.adapt_datetimefield_value
+    if connection.vendor != "sqlite" or not settings.USE_TZ:
+        return adapt
+    zone = connection.timezone
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, datetime) and value.tzinfo is not None:
+            return str(value.astimezone(zone).replace(tzinfo=None))
+        return adapt(value)
+
+    return convert
 
 
 def _lost_record(plan: Plan, agent: Agent, received: PlanEventBatch) -> AuditRecord:

@@ -149,20 +149,28 @@ class PlangateChangeList(ChangeList):
     """Django's change list, linking each row through ``change_url``, and reading the
     shown rows without the admin's ``list_deferred_fields``."""
 
+    #: the list's filters, which each row's link carries back (``_changelist_filters=...``)
+    row_link_filters = ""
+
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
         # The shown rows only: the export reads ``self.queryset``, every column.
         deferred = getattr(self.model_admin, "list_deferred_fields", ())
         if deferred and isinstance(self.result_list, QuerySet):
             self.result_list = self.result_list.defer(*deferred)
+        # Django adds the filters to each row's link itself (``add_preserved_filters``),
+        # after resolving that link's URL again to learn it is no change list: a URL
+        # resolution a row. The links carry them from ``url_for_result`` instead.
+        self.row_link_filters, self.preserved_filters = self.preserved_filters, ""
 
     def url_for_result(self, result: Any) -> str:
-        return change_url(
+        url = change_url(
             self.opts.app_label,
             str(self.opts.model_name),
             getattr(result, self.pk_attname),
             site_name=self.model_admin.admin_site.name,
         )
+        return f"{url}?{self.row_link_filters}" if self.row_link_filters else url
 
 
 class ReadOnlyPermissions:

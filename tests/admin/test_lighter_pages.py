@@ -151,3 +151,18 @@ def test_the_tokens_list_links_each_plan_and_shows_50_a_page(auditor_client, age
     assert set(plan_links) < {plan.pk for plan in plans}
     second, _ = get(auditor_client, url, {"p": "2"})
     assert len(re.findall(r'<a href="/admin/plans/plan/([0-9A-Z]{26})/change/">', second)) == 1
+
+
+def test_a_filtered_lists_row_links_carry_its_filters_back(auditor_client, agent):
+    from urllib.parse import urlencode
+
+    issued = plan_issue(agent=agent.agent, document=plan_document()).plan
+    filters = {"status__exact": "active", "agent": str(agent.agent.pk)}
+    html, _ = get(auditor_client, reverse("admin:plans_plan_changelist"), filters)
+
+    # What Django's add_preserved_filters writes: back to the list with these filters.
+    carried = urlencode({"_changelist_filters": urlencode(filters)})
+    change = reverse("admin:plans_plan_change", args=[issued.pk])
+    assert f'href="{change}?{carried}"' in html
+    unfiltered, _ = get(auditor_client, reverse("admin:plans_plan_changelist"))
+    assert f'href="{change}"' in unfiltered

@@ -87,6 +87,7 @@ RULE_KEYS = frozenset({"index", "description"})
 END_KEYS = frozenset({"outcome", "reason"})
 DISPLAY_UPDATE_KEYS = frozenset({"at", "message"})
 _REQUIRED_EVENT_KEYS = ("at", "tool", "decision")
+_REQUIRED_EVENT_KEY_SET = frozenset(_REQUIRED_EVENT_KEYS)
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 STREAM_ID_PATTERN = rf"^[A-Za-z0-9_-]{{{MIN_STREAM_ID_LENGTH},{MAX_STREAM_ID_LENGTH}}}$"
 _STREAM_ID = re.compile(STREAM_ID_PATTERN)
@@ -332,10 +333,11 @@ def _rule(rule: object, path: str, errors: list[FieldError]) -> RuleRef | None:
         errors.append(FieldError(path, "expected an object or null"))
         return None
     before = len(errors)
-    errors.extend(
-        FieldError(f"{path}.{key}", "unknown field")
-        for key in sorted(rule.keys() - RULE_KEYS, key=str)
-    )
+    unknown = rule.keys() - RULE_KEYS
+    if unknown:
+        errors.extend(
+            FieldError(f"{path}.{key}", "unknown field") for key in sorted(unknown, key=str)
+        )
     index = rule.get("index")
     if index is not None and (
         isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < MAX_RULES
@@ -392,12 +394,16 @@ def _event(
         errors.append(FieldError(path, "expected an object"))
         return None
     before = len(errors)
-    errors.extend(FieldError(f"{path}.{key}", "unknown field") for key in event.keys() - EVENT_KEYS)
-    errors.extend(
-        FieldError(f"{path}.{key}", "this field is required")
-        for key in _REQUIRED_EVENT_KEYS
-        if key not in event
-    )
+    # Tested before the errors are built: most events have neither.
+    unknown = event.keys() - EVENT_KEYS
+    if unknown:
+        errors.extend(FieldError(f"{path}.{key}", "unknown field") for key in unknown)
+    if not event.keys() >= _REQUIRED_EVENT_KEY_SET:
+        errors.extend(
+            FieldError(f"{path}.{key}", "this field is required")
+            for key in _REQUIRED_EVENT_KEYS
+            if key not in event
+        )
     occurred_at = _time(event.get("at"), f"{path}.at", errors) if "at" in event else None
     tool = event.get("tool")
     if "tool" in event and not (isinstance(tool, str) and 1 <= len(tool) <= MAX_EVENT_TOOL_LENGTH):

@@ -113,6 +113,8 @@ class EqIndex:
             if type(call_args) is not dict and not isinstance(call_args, Mapping):
                 return self._others
             value = call_args.get(self._name, _MISSING)
+            if type(value) is str:  # the common case, keyed as scalar_key keys it
+                return self._by_key.get(("string", value), self._others)
             if value is _MISSING:
                 return self._others
             key = scalar_key(value)
@@ -127,6 +129,10 @@ class EqIndex:
             if type(call_args) is not dict and not isinstance(call_args, Mapping):
                 return self._all
             value = call_args.get(self._name, _MISSING)
+            if type(value) is str and value.isascii():
+                # The common case: text that is valid Unicode (ASCII), keyed as scalar_key
+                # keys it; no scalar_key or is_valid_unicode call.
+                return self._by_key.get(("string", value), self._by_type["string"])
             if value is _MISSING:
                 return self._all
             key = scalar_key(value)

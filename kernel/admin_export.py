@@ -113,6 +113,12 @@ def csv_cell(value: object) -> str:
         return value.isoformat()  # type: ignore[attr-defined]
     if kind is int:
         return str(value)
+    return csv_cell_general(value)
+
+
+def csv_cell_general(value: object) -> str:
+    """``csv_cell``'s rule for any value; ``csv_cell`` answers its common types by a
+    shorter path with the same answers."""
     if value is None:
         return ""
     if isinstance(value, bool):

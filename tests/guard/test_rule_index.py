@@ -139,6 +139,11 @@ calls = st.one_of(
 )
 
 
+def verdict(decision):
+    """What a decision says: allowed or not, by which rule, and why."""
+    return (decision.allowed, decision.rule, decision.reason)
+
+
 @settings(max_examples=3 * settings.default.max_examples, deadline=None)
 @given(rules(), st.sampled_from(["allow", "deny"]), st.lists(calls, min_size=1, max_size=12))
 def test_an_indexed_decision_equals_a_scan_of_every_rule(
@@ -152,11 +157,7 @@ def test_an_indexed_decision_equals_a_scan_of_every_rule(
             indexed = compiled.decide(tool, args)
             resolved = by_tool_decision(compiled, tool, args)
             scanned = compiled.decide_by_scan(tool, args)
-            assert (indexed.allowed, indexed.rule, indexed.reason) == (
-                scanned.allowed,
-                scanned.rule,
-                scanned.reason,
-            )
+            assert verdict(indexed) == verdict(scanned)
             assert resolved == indexed
 
 
@@ -202,11 +203,7 @@ def test_a_tools_verdict_resolved_once_equals_a_scan_of_every_rule(
         for tool in ("pay", "other", "unnamed"):
             resolved = by_tool_decision(compiled, tool, args)
             scanned = compiled.decide_by_scan(tool, args)
-            assert (resolved.allowed, resolved.rule, resolved.reason) == (
-                scanned.allowed,
-                scanned.rule,
-                scanned.reason,
-            )
+            assert verdict(resolved) == verdict(scanned)
             assert compiled.decide(tool, args) == resolved
 
 

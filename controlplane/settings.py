@@ -15,9 +15,10 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = BASE_DIR / "var"
-
 env = environ.Env()
+# Where a laptop's state lives (secrets, SQLite, broker, logs): var/ in the project unless
+# PLANGATE_VAR_DIR names another (relative to the project; tests give a folder of their own).
+VAR_DIR = BASE_DIR / env.str("PLANGATE_VAR_DIR", default="var")
 environ.Env.read_env(env.str("PLANGATE_ENV_FILE", default=str(VAR_DIR / "local.env")))
 
 DEBUG = env.bool("DEBUG", default=False)
@@ -305,7 +306,7 @@ PLANGATE_WEBHOOK_MAX_BACKOFF = env.int("PLANGATE_WEBHOOK_MAX_BACKOFF", default=3
 # them when a worker or beat starts.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 # Relative to the project, like var/ (an absolute path stays as it is).
-PLANGATE_BROKER_DIR = BASE_DIR / env.str("PLANGATE_BROKER_DIR", default="var/broker")
+PLANGATE_BROKER_DIR = BASE_DIR / env.str("PLANGATE_BROKER_DIR", default=str(VAR_DIR / "broker"))
 CELERY_BROKER_TRANSPORT_OPTIONS: dict = (
     {
         "data_folder_in": str(PLANGATE_BROKER_DIR / "messages"),
@@ -316,6 +317,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict = (
     }
     if CELERY_BROKER_URL.startswith("filesystem://")
     else {}
+)
+# kombu's filesystem transport with whole messages (controlplane/broker.py, kombu #1551).
+CELERY_BROKER_TRANSPORT = (
+    "controlplane.broker:Transport" if CELERY_BROKER_URL.startswith("filesystem://") else None
 )
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=120)

@@ -10,6 +10,7 @@ still being populated.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from django import forms
@@ -142,6 +143,8 @@ def confirm_action(
     warning: str = "",
     next_url: str = "",
     form: forms.Form | None = None,
+    template: str = "admin/plangate/confirm_action.html",
+    extra_context: Callable[[], dict[str, Any]] | None = None,
 ) -> TemplateResponse | None:
     """None once the user confirmed, else the page asking them to.
 
@@ -152,7 +155,10 @@ def confirm_action(
 
     ``form`` (from ``action_form``) adds fields to the page, such as a reason; the action
     reads its ``cleaned_data`` once this returns None. A confirmation whose form is not
-    valid shows the page again, with the form's errors.
+    valid shows the page again, with the form's errors. A ``template`` extending
+    ``admin/plangate/confirm_action.html`` may show more (its ``details`` block), from
+    what ``extra_context()`` returns: called only when the page is shown, so what it
+    computes is not computed again once the user has confirmed.
     """
     if _confirmed(request) and (form is None or form.is_valid()):
         return None
@@ -170,9 +176,10 @@ def confirm_action(
         "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
         "next_url": next_url or request.POST.get("next", ""),
         "form": form,
+        **(extra_context() if extra_context is not None else {}),
     }
     request.current_app = model_admin.admin_site.name
-    return TemplateResponse(request, "admin/plangate/confirm_action.html", context)
+    return TemplateResponse(request, template, context)
 
 
 def redirect_after_action(request: HttpRequest) -> HttpResponse | None:

@@ -30,6 +30,7 @@ from kernel.json_format import readable_json
 from kernel.problems import Code, DomainError
 from members.models import Agent
 
+from . import admin_versions  # noqa: F401 (registers the versions' admin)
 from .admin_preview import impact_preview_response
 from .admin_simulator import simulator_link
 from .impact import PolicyImpact, policy_impact

@@ -1,6 +1,10 @@
 """The page between saving a policy and publishing it: what the new version would refuse
 among the team's live plans (``policies.impact``), with "Publish" and "Cancel".
 
+Its middle (``impact_context`` and ``admin/policies/includes/impact.html``: the plans, the
+rules that can never take effect, the names the team lacks, the diff) is also what "Publish
+this version again" shows before it publishes (``admin_republish``).
+
 Publishing posts the same form again with the hash of the document shown; the form then
 publishes through ``policy_set`` (with its "published meanwhile" check). Nothing is
 written before that.
@@ -8,6 +12,7 @@ written before that.
 
 from __future__ import annotations
 
+import difflib
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
@@ -15,8 +20,12 @@ from django.contrib.admin.utils import quote
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
-from .admin_versions import document_diff_html
+from kernel.json_format import readable_json
+
+from .impact import PolicyImpact
+from .models import PolicyVersion
 from .references import policy_reference_warnings
 
 if TYPE_CHECKING:
@@ -27,6 +36,64 @@ if TYPE_CHECKING:
 _NOT_CARRIED = frozenset(
     {"csrfmiddlewaretoken", "publish_confirmed", "_save", "_continue", "_addanother", "_edit_again"}
 )
+
+
+def document_diff_html(old: object, new: object, *, old_label: str, new_label: str) -> str:
+    """A unified diff of two JSON documents as people read them (a short rule on one line),
+    every line escaped."""
+    lines = difflib.unified_diff(
+        readable_json(old).splitlines(),
+        readable_json(new).splitlines(),
+        fromfile=old_label,
+        tofile=new_label,
+        lineterm="",
+    )
+    rows = []
+    for line in lines:
+        if line.startswith(("+++", "---")) or line.startswith("@@"):
+            css = "hunk"
+        elif line.startswith("+"):
+            css = "add"
+        elif line.startswith("-"):
+            css = "del"
+        else:
+            css = "ctx"
+        rows.append((css, line or " "))
+    if not rows:
+        return format_html('<p class="plangate-note">{}</p>', "No change in the document.")
+    return format_html(
+        '<pre class="plangate-diff">{}</pre>',
+        format_html_join("", '<span class="{}">{}</span>', rows),
+    )
+
+
+def impact_context(
+    impact: PolicyImpact, *, active: PolicyVersion | None, new_label: str
+) -> dict[str, Any]:
+    """The context of ``admin/policies/includes/impact.html``: what publishing
+    ``impact.document`` over the ``active`` version would do. The edit preview and the
+    confirmation of "Publish this version again" both show it, so both say the same."""
+    policy = impact.policy
+    rows: list[dict[str, Any]] = [
+        {
+            "plan": plan,
+            "plan_url": reverse("admin:plans_plan_change", args=[quote(plan.id)]),
+            "agent_url": reverse("admin:members_agent_change", args=[quote(plan.agent_id)]),
+            "member_url": reverse("admin:members_member_change", args=[quote(plan.member_id)]),
+        }
+        for plan in impact.plans
+    ]
+    old_document = active.document if active is not None else {}
+    old_label = f"{policy.slug} v{active.number} (active)" if active is not None else "(none)"
+    return {
+        "impact": impact,
+        "rows": rows,
+        "diff_title": f"Changes from version {active.number}" if active else "The document",
+        "diff": document_diff_html(
+            old_document, impact.document, old_label=old_label, new_label=new_label
+        ),
+        "reference_warnings": policy_reference_warnings(team=policy.team, document=impact.document),
+    }
 
 
 def impact_preview_response(
@@ -47,32 +114,19 @@ def impact_preview_response(
     change_url = reverse(
         f"admin:{opts.app_label}_{opts.model_name}_change", args=[quote(policy.pk)]
     )
-    rows: list[dict[str, Any]] = [
-        {
-            "plan": plan,
-            "plan_url": reverse("admin:plans_plan_change", args=[quote(plan.id)]),
-            "agent_url": reverse("admin:members_agent_change", args=[quote(plan.agent_id)]),
-            "member_url": reverse("admin:members_member_change", args=[quote(plan.member_id)]),
-        }
-        for plan in impact.plans
-    ]
     context = {
         **model_admin.admin_site.each_context(request),
         "title": f"Publish {policy.slug} version {current.number + 1}?",
         "opts": opts,
         "original": policy,
-        "impact": impact,
-        "rows": rows,
-        "next_number": current.number + 1,
-        "current": current,
-        "diff": document_diff_html(
-            current.document,
-            impact.document,
-            old_label=f"{policy.slug} v{current.number} (active)",
+        **impact_context(
+            impact,
+            active=current,
             new_label=f"{policy.slug} v{current.number + 1} (this change)",
         ),
+        "next_number": current.number + 1,
+        "current": current,
         "carried": carried,
-        "reference_warnings": policy_reference_warnings(team=policy.team, document=impact.document),
         "confirm_hash": form.impact_hash,
         "change_url": change_url,
     }

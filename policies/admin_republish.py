@@ -1,9 +1,13 @@
 """Rollback: "Publish this version again" on an old policy version, the object action of
 the version's page. It publishes the old document as the next version through
 ``policy_version_republish`` (validated, numbered and recorded like any publication), after
-a confirmation page that says how many live plans the document would refuse."""
+a confirmation page that shows what an edit's preview shows (``admin_preview``'s
+``impact_context`` and its template include): the live plans the document would refuse and
+why, the rules that could never take effect, and the diff from the active version."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -14,6 +18,7 @@ from django.urls import reverse
 from kernel.admin_actions import action_form, confirm_action, redirect_after_action
 from kernel.problems import DomainError
 
+from .admin_preview import impact_context
 from .impact import policy_impact
 from .models import PolicyVersion
 from .references import policy_reference_warnings
@@ -70,8 +75,9 @@ class RepublishActionMixin(admin.ModelAdmin):
                 + "? Agents using it get it with their next plan or refresh."
             ),
             button="Publish again",
-            warning=_impact_warning(version),
             form=form,
+            template="admin/policies/policyversion/confirm_republish.html",
+            extra_context=lambda: _impact_details(version, current),
         )
         if confirmation is not None:
             return confirmation
@@ -113,15 +119,17 @@ class RepublishActionMixin(admin.ModelAdmin):
         )
 
 
-def _impact_warning(version: PolicyVersion) -> str:
-    """How many live plans the document would refuse at their next refresh, if any."""
+def _impact_details(version: PolicyVersion, current: PolicyVersion | None) -> dict[str, Any]:
+    """What the confirmation shows: the edit preview's account of publishing the old
+    document over the active version (the same computation, the same template part)."""
+    policy = version.policy
     try:
-        impact = policy_impact(policy=version.policy, document=version.document, limit=0)
+        impact = policy_impact(policy=policy, document=version.document)
     except DomainError:
-        return "This document is no longer valid: publishing it will be refused."
-    if not impact.plans_affected:
-        return ""
-    return (
-        f"{impact.plans_affected} of {impact.plans_checked} live plans would be refused "
-        "(policy_denied) at their next refresh."
+        return {"warning": "This document is no longer valid: publishing it will be refused."}
+    number = current.number + 1 if current is not None else 1
+    return impact_context(
+        impact,
+        active=current,
+        new_label=f"{policy.slug} v{number} (the document of v{version.number})",
     )

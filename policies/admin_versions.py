@@ -1,10 +1,9 @@
 """Admin for published policy versions: read-only for everyone, with the diff from the
 version before, each rule anchored, the simulator linked, and "Publish this version again"
-for those who edit policies. ``document_diff_html`` is also the impact preview's diff."""
+for those who edit policies. The diff is the impact preview's (``document_diff_html``)."""
 
 from __future__ import annotations
 
-import difflib
 from typing import ClassVar
 
 from django.contrib import admin
@@ -14,39 +13,11 @@ from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
 from kernel.admin_widgets import admin_link, datetime_column
 from kernel.json_format import readable_json
 
+from .admin_preview import document_diff_html
 from .admin_republish import RepublishActionMixin
 from .admin_simulator import SimulatorMixin, simulator_link
 from .models import PolicyVersion
 from .selectors import policy_active_version
-
-
-def document_diff_html(old: object, new: object, *, old_label: str, new_label: str) -> str:
-    """A unified diff of two JSON documents as people read them (a short rule on one line),
-    every line escaped."""
-    lines = difflib.unified_diff(
-        readable_json(old).splitlines(),
-        readable_json(new).splitlines(),
-        fromfile=old_label,
-        tofile=new_label,
-        lineterm="",
-    )
-    rows = []
-    for line in lines:
-        if line.startswith(("+++", "---")) or line.startswith("@@"):
-            css = "hunk"
-        elif line.startswith("+"):
-            css = "add"
-        elif line.startswith("-"):
-            css = "del"
-        else:
-            css = "ctx"
-        rows.append((css, line or " "))
-    if not rows:
-        return format_html('<p class="plangate-note">{}</p>', "No change in the document.")
-    return format_html(
-        '<pre class="plangate-diff">{}</pre>',
-        format_html_join("", '<span class="{}">{}</span>', rows),
-    )
 
 
 @admin.register(PolicyVersion)

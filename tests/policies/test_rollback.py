@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from audit.models import AuditRecord
 from policies.models import PolicyVersion
+from policies.impact import policy_impact
 from policies.services import policy_set, policy_version_republish
 from tests.admin.conftest import logged_in
 from tests.conftest import POLICY
@@ -90,19 +91,44 @@ def test_a_team_admin_publishes_an_old_version_again_from_its_page(
     assert third.created_by == team_admin.username
 
 
-def test_the_confirmation_says_how_many_live_plans_the_old_document_would_refuse(
-    team_admin_client, team, agent
-):
+def test_the_confirmation_shows_the_edit_previews_plans_and_diff(team_admin_client, team, agent):
     policy = agent.agent.policy
     policy_set(team=team, slug="default", document={**POLICY, "default": "allow"})
     strict = policy_set(team=team, slug="default", document=no_mail())
     policy_set(team=team, slug="default", document=POLICY)
-    mail_plan(agent)
+    mailing = mail_plan(agent)
+    expected = policy_impact(policy=policy, document=strict.document)
 
-    asked = team_admin_client.get(action_url(strict)).content.decode()
+    asked = team_admin_client.get(action_url(strict))
 
-    assert "1 of 1 live plans would be refused" in asked
+    html = " ".join(asked.content.decode().split())
+    # The edit preview's own part of the page, from the same computation.
+    assert asked.context["impact"] == expected
+    assert "1 of 1 live plan would be refused (<code>policy_denied</code>)" in html
+    assert 'id="impact-plans"' in html and mailing.pk in html
+    assert reverse("admin:plans_plan_change", args=[mailing.pk]) in html
+    assert "step 2 <code>send_email</code>: deny rule &quot;no mail&quot;" in html
+    assert "(rules[4])" in html and "alice@acme.dev" in html and "engineer" in html
+    # The diff from the active version (v4, equal to v1) to the old document.
+    assert "Changes from version 4" in html
+    assert "default v4 (active)" in html and "default v5 (the document of v3)" in html
+    assert '<span class="add">+' in html and "no mail" in html
     assert policy.versions.count() == 4
+
+
+def test_an_old_document_no_longer_valid_is_said_so_before_publishing(
+    team_admin_client, team, agent
+):
+    policy = agent.agent.policy
+    old = policy.versions.get(number=1)
+    PolicyVersion.objects.filter(pk=old.pk).update(document={**POLICY, "default": "maybe"})
+    policy_set(team=team, slug="default", document=no_mail())
+
+    asked = team_admin_client.get(action_url(old)).content.decode()
+
+    assert "no longer valid: publishing it will be refused" in asked
+    assert 'id="impact-plans"' not in asked
+    assert policy.versions.count() == 2
 
 
 def test_an_auditor_sees_no_control_and_is_refused(auditor_client, team, agent):

@@ -272,12 +272,12 @@ class AuditRecordAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         if not record.rule:
             return "—"
         if isinstance(record.rule, dict) and "index" in record.rule:
-            description = str(record.rule.get("description") or "")
-            return format_html(
-                "#{} {}",
-                record.rule["index"],
-                Truncator(description).chars(60),
-            )
+            description = Truncator(str(record.rule.get("description") or "")).chars(60)
+            if record.rule["index"] is None:
+                # The policy's default decided: its description names it, and no rule has
+                # a number to show.
+                return description or "—"
+            return format_html("#{} {}", record.rule["index"], description)
         return Truncator(compact_json(record.rule)).chars(60)
 
     @admin.display(description="chain", ordering="seq")

@@ -108,8 +108,8 @@ def event_json(item: tuple[Any, ...]) -> dict[str, Any]:
         tool=tool,
         decision=decision.code.value,
         step=decision.step,
-        # An allowed call's reason is its step and rule, which the event carries.
-        reason="" if decision.allowed else decision.reason,
+        # Allowed calls too: the trail says which step and which rule admitted the call.
+        reason=decision.reason,
         args_digest=args_digest(args),
         args=args if include_args and isinstance(args, dict) else None,
         rule_index=decision.rule,

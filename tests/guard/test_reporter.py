@@ -84,7 +84,7 @@ def test_decisions_and_display_updates_arrive_at_the_events_endpoint(live_any_gu
     assert events[0].args_digest == digest({**REPO, "state": "open"})
     assert events[3].args_digest == digest({"to": "x@evil.example"})
     assert events[4].args_digest == ""  # arguments that are not JSON have no digest
-    assert events[0].reason == ""
+    assert events[0].reason == decisions[0].reason  # allowed: its step and rule
     # The rule that decided, and the version of the policy snapshot that decided.
     assert (events[0].rule_index, events[0].rule_description) == (0, "allow github_* (rules[0])")
     assert events[2].rule_description == "the policy default (deny)"

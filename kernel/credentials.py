@@ -52,6 +52,17 @@ class CredentialFormat:
             plaintext=f"{self.visible_prefix(lookup_id)}_{secret}",
         )
 
+    def adopt(self, plaintext: str) -> MintedCredential | None:
+        """The stored form of a well-formed credential someone already holds (the demo key
+        `make run` keeps in var/local.env, made again on a fresh database), else None."""
+        parsed = self.parse(plaintext)
+        if parsed is None:
+            return None
+        lookup_id, secret = parsed
+        return MintedCredential(
+            lookup_id=lookup_id, secret_hash=self.secret_hash(secret), plaintext=plaintext
+        )
+
     def parse(self, plaintext: str) -> tuple[str, str] | None:
         """(lookup id, secret) of a well-formed credential of this kind, else None.
 

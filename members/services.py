@@ -257,11 +257,24 @@ def agent_update(
 
 
 def api_key_create(
-    *, agent: Agent, name: str = "", expires_at: datetime | None = None
+    *,
+    agent: Agent,
+    name: str = "",
+    expires_at: datetime | None = None,
+    plaintext: str | None = None,
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with its plaintext, which is shown once and never stored
-    (the activity log names it by its visible prefix)."""
-    minted = API_KEY_FORMAT.mint()
+    (the activity log names it by its visible prefix).
+
+    ``plaintext`` makes the key from a well-formed key its holder already has (`make run`'s
+    demo key on a fresh database) instead of a new one; a malformed one, or one whose lookup
+    id names another key, is refused (``invalid_request``).
+    """
+    minted = API_KEY_FORMAT.mint() if plaintext is None else API_KEY_FORMAT.adopt(plaintext)
+    if minted is None:
+        raise _refusal([FieldError("plaintext", "is not an API key (pg_<12 hex>_<secret>)")])
+    if plaintext is not None and ApiKey.objects.filter(lookup_id=minted.lookup_id).exists():
+        raise _refusal([FieldError("plaintext", "names an existing key; make a new one")])
     with transaction.atomic():
         api_key = ApiKey.objects.create(
             agent=agent,

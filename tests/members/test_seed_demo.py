@@ -10,6 +10,7 @@ from io import StringIO
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from kernel.problems import Code, DomainError
@@ -23,10 +24,10 @@ from policies.services import policy_version_publish
 PASSWORD = "first-start-password"
 
 
-def seed() -> tuple[str, str]:
+def seed(*options: str) -> tuple[str, str]:
     """Run the command as `make run` does; return its output and the printed API key."""
     out = StringIO()
-    call_command("seed_demo", "--admin-password", PASSWORD, stdout=out)
+    call_command("seed_demo", "--admin-password", PASSWORD, *options, stdout=out)
     output = out.getvalue()
     match = re.search(r"^API key: (pg_\S+)$", output, re.MULTILINE)
     assert match, output
@@ -112,3 +113,53 @@ def test_a_seed_with_the_unchanged_password_prints_it():
     output, _ = seed()
 
     assert f"password: {PASSWORD}\n" in output
+
+
+def make_run_keys() -> list[tuple[str, bool]]:
+    return [
+        (key.lookup_id, key.revoked_at is None)
+        for key in ApiKey.objects.filter(name="make run").order_by("created_at", "pk")
+    ]
+
+
+@pytest.mark.django_db
+def test_the_kept_key_is_printed_again_and_stays_valid():
+    _, first_key = seed()
+
+    _, second_key = seed("--api-key", first_key)
+
+    assert second_key == first_key
+    assert make_run_keys() == [(first_key[3:15], True)]
+    assert authenticates(first_key)
+
+
+@pytest.mark.django_db
+def test_the_kept_key_is_made_again_on_a_fresh_database():
+    kept = "pg_0123456789ab_a-secret-the-developer-kept-in-local-env"
+
+    _, printed = seed("--api-key", kept)
+
+    assert printed == kept
+    assert make_run_keys() == [("0123456789ab", True)]
+    assert api_key_authenticate(kept).agent.name == "demo-agent"
+    # Stored hashed, as every key: the secret is nowhere in the row.
+    assert "a-secret" not in ApiKey.objects.get().secret_hash
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("spoil", ["revoke", "wrong secret", "malformed"])
+def test_a_kept_key_that_no_longer_works_is_replaced(spoil):
+    _, kept = seed()
+    if spoil == "revoke":
+        ApiKey.objects.update(revoked_at=timezone.now())
+    elif spoil == "wrong secret":
+        kept = kept[:16] + "not-the-secret"
+    else:
+        kept = "pg_not-a-key"
+
+    _, printed = seed("--api-key", kept)
+
+    assert printed != kept
+    assert authenticates(printed)
+    assert not authenticates(kept)
+    assert [usable for _, usable in make_run_keys()] == [False, True]

@@ -1,10 +1,13 @@
-"""Seed a demo team for `make run`: an admin, members, a policy, an agent and a fresh API key.
+"""Seed a demo team for `make run`: an admin, members, a policy, an agent and its API key.
 
 Every start runs it, so it only creates what is missing and never changes what exists: an
 admin's edits (a new policy version, a disabled member, a changed password) survive a
-restart. The one thing each start renews is the demo agent's "make run" API key: the new
-key is printed and the key printed by the previous start is revoked. What it creates and
-renews is in the team's activity log, as ``make run``'s (it passes ``--actor``).
+restart. The demo agent's "make run" API key is the one ``--api-key`` names (`make run`
+keeps it in var/local.env) while it is still the agent's usable key, made again with the
+same text on a fresh database; without one, or once an admin revoked it or it expired, a
+new key is made. The printed key is the one usable "make run" key: any other is revoked.
+What it creates and revokes is in the team's activity log, as ``make run``'s (it passes
+``--actor``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from django.db import transaction
 
 from audit.changes import change_append, created_changes
 from audit.doors import AuditedCommand
-from members.models import Agent, ApiKey, Member, Team
+from members.models import API_KEY_FORMAT, Agent, ApiKey, Member, Team
 from members.services import (
     agent_create,
     api_key_create,
@@ -84,8 +87,9 @@ API_KEY_NAME = "make run"
 
 class Command(AuditedCommand):
     help = (
-        "Create the demo team's missing objects (existing ones are left as they are), print "
-        "the credentials and a fresh API key, and revoke the key printed by the previous run."
+        "Create the demo team's missing objects (existing ones are left as they are) and "
+        "print the credentials and the demo agent's API key: the one --api-key names while "
+        "it is usable, else a new one; any other key printed by an earlier run is revoked."
     )
 
     def add_arguments(self, parser) -> None:
@@ -97,8 +101,21 @@ class Command(AuditedCommand):
             "else a random one",
         )
         parser.add_argument("--base-url", default="http://localhost:8000")
+        parser.add_argument(
+            "--api-key",
+            default=os.environ.get("PLANGATE_DEMO_API_KEY"),
+            help="the demo agent's key to keep; defaults to $PLANGATE_DEMO_API_KEY",
+        )
 
-    def handle(self, *args, admin_user: str, admin_password: str | None, base_url: str, **kw):
+    def handle(
+        self,
+        *args,
+        admin_user: str,
+        admin_password: str | None,
+        base_url: str,
+        api_key: str | None,
+        **kw,
+    ):
         with transaction.atomic():
             team = team_get_or_create(slug="default", name="Acme")
             password_line = self._admin_get_or_create(team, admin_user, admin_password)
@@ -111,7 +128,7 @@ class Command(AuditedCommand):
             if agent is None:
                 agent = agent_create(team=team, name=DEMO_AGENT, policy=_demo_policy(team))
             version = policy_active_version(policy=agent.policy)
-            plaintext = _api_key_renew(agent)
+            plaintext = _api_key_for_this_start(agent, api_key)
         base = base_url.rstrip("/")
         self.stdout.write(f"Admin: {base}/admin/  user: {admin_user}  password: {password_line}")
         self.stdout.write(f"API docs: {base}/v1/docs")
@@ -165,9 +182,31 @@ def _demo_policy(team: Team) -> Policy:
     ).policy
 
 
-def _api_key_renew(agent: Agent) -> str:
-    """A new "make run" key; the ones earlier runs printed stop working."""
-    for earlier in ApiKey.objects.filter(agent=agent, name=API_KEY_NAME, revoked_at__isnull=True):
+def _api_key_for_this_start(agent: Agent, kept: str | None) -> str:
+    """The "make run" key to print: ``kept`` while it is the agent's usable "make run" key,
+    ``kept`` made again when no key has its lookup id (a fresh database), else a new key.
+    Every other "make run" key of the agent is revoked."""
+    plaintext = None
+    if kept:
+        parsed = API_KEY_FORMAT.parse(kept)
+        if parsed is not None:
+            lookup_id, secret = parsed
+            stored = ApiKey.objects.filter(lookup_id=lookup_id).first()
+            if stored is None:
+                _, plaintext = api_key_create(agent=agent, name=API_KEY_NAME, plaintext=kept)
+            elif (
+                stored.agent_id == agent.pk
+                and stored.name == API_KEY_NAME
+                and stored.is_usable()
+                and API_KEY_FORMAT.matches(stored.secret_hash, secret)
+            ):
+                plaintext = kept
+    if plaintext is None:
+        _, plaintext = api_key_create(agent=agent, name=API_KEY_NAME)
+    printed = API_KEY_FORMAT.parse(plaintext)
+    assert printed is not None
+    for earlier in ApiKey.objects.filter(
+        agent=agent, name=API_KEY_NAME, revoked_at__isnull=True
+    ).exclude(lookup_id=printed[0]):
         api_key_revoke(api_key=earlier)
-    _, plaintext = api_key_create(agent=agent, name=API_KEY_NAME)
     return plaintext

@@ -179,14 +179,20 @@ class AsyncGuard:
         awaitable (a coroutine function); only once it has returned is its step completed.
 
         A plain function is called on the event loop's thread, as the application wrote
-        it. Raises CallBlocked (with `.decision`) when the call is not allowed.
+        it. Raises CallBlocked (with `.decision`) when the call is not allowed. When the
+        tool raises (or is cancelled), the call is recorded as failed (`Guard.failed`): it
+        does not count as its step having run.
         """
         decision = self._guard.check(tool, args)
         if not decision.allowed:
             raise CallBlocked(decision)
-        result = fn(**args)
-        if inspect.isawaitable(result):
-            result = await result
+        try:
+            result = fn(**args)
+            if inspect.isawaitable(result):
+                result = await result
+        except BaseException:
+            self._guard.failed(decision)
+            raise
         self._guard.completed(decision)
         return result
 
@@ -199,6 +205,10 @@ class AsyncGuard:
     def completed(self, decision: CallDecision) -> None:
         """Record that an allowed call has returned (`call` and `tool` do it for you)."""
         self._guard.completed(decision)
+
+    def failed(self, decision: CallDecision) -> None:
+        """Record that an allowed call raised (`Guard.failed`; `call` and `tool` do it)."""
+        self._guard.failed(decision)
 
     # --- refreshing and the status feed -------------------------------------------------
 

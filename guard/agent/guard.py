@@ -29,6 +29,7 @@ import re
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -75,6 +76,8 @@ __all__ = ["Guard"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _PLAN_ID = re.compile(r"[0-9A-Za-z]{26}")
+# The plans whose tokens the decision log may still need: the current one and a few ended.
+_PLANS_KEPT = 8
 
 
 def _field_errors(errors: list[FieldError]) -> list[dict[str, Any]]:
@@ -178,10 +181,14 @@ class Guard:
                 batch_size=report_batch_size,
                 interval=report_interval,
                 retry_max_delay=report_retry_max_delay,
+                token_for=self._plan_token,
             )
             if report
             else None
         )
+        # The plans of this session by id (the newest few), whose newest token the decision
+        # log falls back on once the API key is refused (guard.agent.reporter).
+        self._plans_by_id: OrderedDict[str, PlanState] = OrderedDict()
         self._lock = threading.Lock()  # budgets, statuses, the output flag, the plan slot
         self._declare_lock = threading.Lock()
         self._display = PlanDisplay(
@@ -376,6 +383,10 @@ class Guard:
             plan_id, document, document_hash, token, bool(body.get("reportArguments"))
         )
         with self._lock:
+            self._plans_by_id[plan_id] = state
+            self._plans_by_id.move_to_end(plan_id)
+            while len(self._plans_by_id) > _PLANS_KEPT:
+                self._plans_by_id.popitem(last=False)
             # A call may have been allowed while the request was out.
             self._refuse_after_output()
             previous, self._plan = self._plan, state
@@ -400,6 +411,11 @@ class Guard:
             report_arguments=state.report_arguments,
             approved_by=token.claims.apr.by if token.claims.apr is not None else None,
         )
+
+    def _plan_token(self, plan_id: str) -> str | None:
+        """The newest intent token held for plan `plan_id` (refreshes replace it), or None."""
+        state = self._plans_by_id.get(plan_id)
+        return state.token.token if state is not None else None
 
     def _report_unaccepted(self, body: Mapping[str, Any], error: GuardError) -> None:
         """Tell the control plane that the plan it issued will not run here: the token was
@@ -489,7 +505,9 @@ class Guard:
 
         Raises CallBlocked (with `.decision`) when the call is not allowed, and TypeError
         for a coroutine function, before deciding: its step would show completed before
-        the coroutine ran (``await AsyncGuard.call(...)`` awaits it first).
+        the coroutine ran (``await AsyncGuard.call(...)`` awaits it first). When `fn`
+        raises, the exception propagates and the call is recorded as failed (`failed`): it
+        does not count as its step having run.
         """
         if inspect.iscoroutinefunction(fn):
             raise TypeError(
@@ -499,10 +517,15 @@ class Guard:
         decision = self.check(tool, args)
         if not decision.allowed:
             raise CallBlocked(decision)
-        result = fn(**args)
+        try:
+            result = fn(**args)
+        except BaseException:
+            self.failed(decision)
+            raise
         if inspect.isawaitable(result):
             # A plain callable that handed back a coroutine: it has not run, so its step
             # is not completed (and a coroutine is closed, never to run).
+            self.failed(decision)
             if inspect.iscoroutine(result):
                 result.close()
             raise TypeError(
@@ -518,9 +541,9 @@ class Guard:
         Raises CallBlocked when the call is not allowed.
 
         On an ``async def`` the decorated function is a coroutine function too: the call is
-        checked when awaited, and its step completed only once the coroutine returned (not
-        when it raised). An async generator is refused (TypeError): it has no single point
-        at which it returned.
+        checked when awaited, and its step completed only once the coroutine returned; when
+        it raised, the call is recorded as failed (`failed`). An async generator is refused
+        (TypeError): it has no single point at which it returned.
         """
 
         def decorate(fn: F) -> F:
@@ -544,7 +567,11 @@ class Guard:
                 @functools.wraps(fn)
                 async def guarded_coroutine(*args: Any, **kwargs: Any) -> Any:
                     decision = admit(args, kwargs)
-                    result = await fn(*args, **kwargs)
+                    try:
+                        result = await fn(*args, **kwargs)
+                    except BaseException:
+                        self.failed(decision)
+                        raise
                     self.completed(decision)
                     return result
 
@@ -553,7 +580,11 @@ class Guard:
             @functools.wraps(fn)
             def guarded(*args: Any, **kwargs: Any) -> Any:
                 decision = admit(args, kwargs)
-                result = fn(*args, **kwargs)
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException:
+                    self.failed(decision)
+                    raise
                 self.completed(decision)
                 return result
 
@@ -572,6 +603,20 @@ class Guard:
             changed = plan.complete_step(step)
         if changed:
             self._display.publish(plan)
+
+    def failed(self, decision: CallDecision) -> None:
+        """Record that an allowed call did not return: its tool raised, or answered with an
+        error (`call` and `tool` do it for you; the MCP gateway for a result with
+        ``isError``). The call does not count as its step having run: a required step whose
+        every call failed stays in `GuardStatus.required_pending`, and the plan ends
+        ``ended``, not ``completed``. The step stays in progress while the plan lasts
+        (another call may complete it)."""
+        plan = self._plan
+        step = decision.step
+        if plan is None or not decision.allowed or step is None or step >= len(plan.statuses):
+            return
+        with self._lock:
+            plan.fail_step(step)
 
     # --- refreshing (the work is the refresher's) ------------------------------------------
 
@@ -632,13 +677,13 @@ class Guard:
 
     def _end(self, plan: PlanState) -> None:
         """End `plan` for the user and report how it ended: ``completed`` when every
-        required step ran, else ``ended``."""
+        required step ran, else ``ended``, with the required steps that did not."""
         if not self._decider.end(plan, remove=self._display.plan_updates):
             return
         if self._reporter is not None:
             with self._lock:
-                outcome = plan.outcome()
-            self._reporter.end(plan.id, outcome)
+                outcome, reason = plan.outcome(), plan.end_reason()
+            self._reporter.end(plan.id, outcome, reason)
 
     def new_session(self, session_id: str | None = None) -> None:
         """End the plan and start a new session in which a plan may be declared again.

@@ -107,6 +107,7 @@ class PlanState:
         "document",
         "ended",
         "explainers",
+        "failed",
         "hash",
         "id",
         "next_attempt_at",
@@ -137,6 +138,9 @@ class PlanState:
         self.install(token)
         self.report_arguments = report_arguments
         self.used = [0] * len(steps)
+        # Allowed calls whose tool raised (or answered with an error): they do not count as
+        # the step having run (`ran`).
+        self.failed = [0] * len(steps)
         self.statuses = [acp.PENDING] * len(steps)
         self.explainers: dict[int, Explainer] = {}
         self.blocked: CallDecision | None = None
@@ -222,6 +226,25 @@ class PlanState:
             self.statuses[step] = acp.COMPLETED
         return changed
 
+    def fail_step(self, step: int) -> None:
+        """An allowed call of `step` raised: it does not count as the step having run. The
+        step stays in progress (another call may still complete it)."""
+        if self.failed[step] < self.used[step]:
+            self.failed[step] += 1
+
+    def ran(self, step: int) -> bool:
+        """Whether `step` has run: it completed, or an allowed call of it did not fail (one
+        still running, or one the application ran without telling `completed`)."""
+        return self.statuses[step] == acp.COMPLETED or self.used[step] > self.failed[step]
+
+    def required_not_run(self) -> list[int]:
+        """The required steps (indexes) that have not run."""
+        return [
+            index
+            for index, step in enumerate(self.document["steps"])
+            if step.get("required") and not self.ran(index)
+        ]
+
     def cancel_open_steps(self) -> None:
         for index, status in enumerate(self.statuses):
             if status != acp.COMPLETED:
@@ -237,10 +260,32 @@ class PlanState:
         )
         return PlanOutcome.COMPLETED if done else PlanOutcome.ENDED
 
+    def end_reason(self) -> str:
+        """Why the plan did not complete, for the decision log: the required steps that did
+        not run, counted from 1 as people count them (empty when it completed)."""
+        missing = [
+            index
+            for index, (step, status) in enumerate(
+                zip(self.document["steps"], self.statuses, strict=True)
+            )
+            if step.get("required") and status != acp.COMPLETED
+        ]
+        if not missing:
+            return ""
+        parts = []
+        for index in missing:
+            tool = self.document["steps"][index]["tool"]
+            why = "its call failed" if self.failed[index] else "it was not called"
+            parts.append(f"step {index + 1} ({tool}): {why}")
+        return "required step(s) did not complete: " + "; ".join(parts)
+
     def complete_running_steps(self) -> bool:
+        """At the end: a step still in progress shows as completed, unless every call of it
+        failed (then it shows cancelled: it did not run, and will not now)."""
         changed = False
         for index, status in enumerate(self.statuses):
             if status == acp.IN_PROGRESS:
-                self.statuses[index] = acp.COMPLETED
+                ran = self.used[index] > self.failed[index]
+                self.statuses[index] = acp.COMPLETED if ran else acp.CANCELLED
                 changed = True
         return changed

@@ -31,6 +31,10 @@ class DeclaredPlan:
 
 @dataclass(frozen=True)
 class StepStatus:
+    """One step of the plan: `index` counts from 0 (``plan["steps"][index]``), `number`
+    from 1, as every text for people does ("step 2"). `used` counts the allowed calls,
+    `failed` those whose tool raised (or answered with an error)."""
+
     index: int
     tool: str
     description: str
@@ -39,6 +43,12 @@ class StepStatus:
     max_calls: int
     # the ACP entry status: pending, in_progress, completed, cancelled, _awaiting_approval
     status: str
+    failed: int = 0
+
+    @property
+    def number(self) -> int:
+        """The step as people count it, from 1."""
+        return self.index + 1
 
 
 @dataclass(frozen=True)
@@ -51,7 +61,8 @@ class GuardStatus:
     token's signing key left the JWKS and no refresh has succeeded yet: calls get
     ``token_invalid``) or ``blocked`` (`blocked` then holds the decision code every call
     gets).
-    `required_pending` lists the required steps that have not run yet; `complete` is true
+    `required_pending` lists the indexes (from 0) of the required steps that have not run
+    yet: not called, or every call of them failed (the tool raised); `complete` is true
     once every required step has run.
     """
 
@@ -70,7 +81,11 @@ class GuardStatus:
 
 
 def _steps(
-    document: dict[str, Any], descriptions: tuple[str, ...], used: list[int], statuses: list[str]
+    document: dict[str, Any],
+    descriptions: tuple[str, ...],
+    used: list[int],
+    statuses: list[str],
+    failed: list[int] | None = None,
 ) -> tuple[StepStatus, ...]:
     return tuple(
         StepStatus(
@@ -81,6 +96,7 @@ def _steps(
             used=used[index],
             max_calls=step["maxCalls"],
             status=statuses[index],
+            failed=failed[index] if failed is not None else 0,
         )
         for index, step in enumerate(document["steps"])
     )
@@ -123,10 +139,11 @@ def session_status(
         return GuardStatus(state="no_plan", reason=NO_PLAN.reason, reporter=reporter)
     with lock:
         used = list(plan.used)
+        failed = list(plan.failed)
         statuses = list(plan.statuses)
+        pending = tuple(plan.required_not_run())
     token = plan.token
-    steps = _steps(plan.document, plan.descriptions, used, statuses)
-    pending = tuple(step.index for step in steps if step.required and step.used == 0)
+    steps = _steps(plan.document, plan.descriptions, used, statuses, failed)
     if plan.blocked is not None:
         state, reason = "blocked", plan.blocked.reason
     elif token.withdrawn is not None:

@@ -40,6 +40,7 @@ from guard.agent.tools import DECLARE_PLAN_TOOL
 from guard.gateway.results import (
     blocked_call_result,
     call_completed,
+    call_failed,
     declare_plan_call_result,
     tools_with_declare_plan,
 )
@@ -59,6 +60,8 @@ class CallGuard(Protocol):
     def check(self, tool: str, args: Mapping[str, Any]) -> CallDecision: ...
 
     def completed(self, decision: CallDecision) -> None: ...
+
+    def failed(self, decision: CallDecision) -> None: ...
 
     def handle_declare_plan(self, arguments: object) -> dict[str, Any]: ...
 
@@ -196,11 +199,21 @@ class Relay:
     def _server_answer(self, wire: Wire, answer: JSONRPCResponse | JSONRPCError) -> Wire:
         """The server's answer to a relayed request, as the client receives it."""
         forwarded = self._forwarded.pop(answer.id, None) if answer.id is not None else None
-        if forwarded is None or isinstance(answer, JSONRPCError):
-            return wire  # the step of a failed call stays in progress: it did not return
+        if forwarded is None:
+            return wire
+        if isinstance(answer, JSONRPCError):
+            # The call did not return: its step stays in progress, and the call does not
+            # count as the step having run.
+            if forwarded.decision is not None:
+                self._guard.failed(forwarded.decision)
+            return wire
         if forwarded.decision is not None:
             if call_completed(answer.result):
                 self._guard.completed(forwarded.decision)
+            elif call_failed(answer.result):
+                # A tool error (``isError``): the tool ran and failed, which is not the
+                # step having run (a required step is still to do).
+                self._guard.failed(forwarded.decision)
         elif forwarded.first_tools_page:
             result, hidden = tools_with_declare_plan(answer.result)
             if hidden:
@@ -227,6 +240,9 @@ class Relay:
             return
         self._failure = reason
         unanswered, self._forwarded = self._forwarded, {}
+        for forwarded in unanswered.values():
+            if forwarded.decision is not None:
+                self._guard.failed(forwarded.decision)  # never answered: it did not return
         with anyio.CancelScope(shield=True), anyio.move_on_after(2):
             for request_id in unanswered:
                 error = ErrorData(code=CONNECTION_CLOSED, message=f"plangate-mcp: {reason}")

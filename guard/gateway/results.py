@@ -21,6 +21,7 @@ __all__ = [
     "DECISION_META_KEY",
     "blocked_call_result",
     "call_completed",
+    "call_failed",
     "declare_plan_call_result",
     "tools_with_declare_plan",
 ]
@@ -83,3 +84,9 @@ def call_completed(result: object) -> bool:
     if not isinstance(result, Mapping):
         return False
     return result.get("isError") is not True and result.get("resultType", "complete") == "complete"
+
+
+def call_failed(result: object) -> bool:
+    """Whether a ``tools/call`` result is a tool error (``isError: true``): the tool ran and
+    failed. A request for more input is neither completed nor failed."""
+    return isinstance(result, Mapping) and result.get("isError") is True

@@ -62,6 +62,61 @@ def test_closing_before_a_required_step_ran_ends_the_plan(live_any_guard):
     assert [record.code for record in ended_records(declared.plan_id)] == ["ended"]
 
 
+def failing_tool(repo: str) -> list[int]:
+    raise TimeoutError("the issue tracker timed out")
+
+
+@pytest.mark.parametrize("through", ["call", "tool"])
+def test_a_required_step_whose_tool_raised_has_not_run_and_the_plan_ends(live_any_guard, through):
+    messages: list[dict] = []
+    guard = live_any_guard(acp_sink=messages.append)
+    declared = guard.declare(PLAN)
+
+    with pytest.raises(TimeoutError):
+        if through == "call":
+            guard.call("github_list_issues", REPO, failing_tool)
+        else:
+            guard.tool("github_list_issues")(failing_tool)(**REPO)
+    status = guard.status()
+
+    # Allowed and counted against the budget, but the required step has not run.
+    assert (status.steps[0].used, status.steps[0].failed) == (1, 1)
+    assert status.steps[0].status == "in_progress"
+    assert status.required_pending == (0,)
+    assert status.complete is False
+    guard.close()
+
+    plan = Plan.objects.get(pk=declared.plan_id)
+    assert plan.status == Plan.Status.ENDED
+    assert plan.end_reason == (
+        "required step(s) did not complete: step 1 (github_list_issues): its call failed"
+    )
+    (record,) = ended_records(plan.id)
+    assert (record.code, record.details["status"]) == ("ended", "ended")
+    assert PlanEventBatch.objects.filter(plan=plan).order_by("id").last().end_outcome == "ended"
+    # The user's last view of the step: cancelled (it did not run), never completed.
+    (last_items,) = [
+        message
+        for message in messages
+        if message["params"]["update"]["sessionUpdate"] == "plan_update"
+    ][-1:]
+    entries = last_items["params"]["update"]["plan"]["entries"]
+    assert [entry["status"] for entry in entries] == ["cancelled", "pending"]
+
+
+def test_a_required_step_runs_once_a_call_of_it_returns_after_one_raised(live_any_guard):
+    guard = live_any_guard()
+    declared = guard.declare(PLAN)
+
+    with pytest.raises(TimeoutError):
+        guard.call("github_list_issues", REPO, failing_tool)
+    guard.call("github_list_issues", REPO, lambda repo: [])
+
+    assert guard.status().required_pending == ()
+    guard.close()
+    assert Plan.objects.get(pk=declared.plan_id).status == Plan.Status.COMPLETED
+
+
 def test_a_new_declaration_ends_the_previous_plan(live_any_guard):
     guard = live_any_guard()
     first = guard.declare(PLAN)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final, NoReturn, TextIO
 
 from guard.decisions import Decision
-from guard.errors import DocumentInvalid, FieldError, TokenInvalid
+from guard.errors import DocumentInvalid, FieldError, TokenInvalid, WrongIssuer
 from guard.plan import plan_hash, validate_plan
 from guard.policy import policy_hash, validate_policy
 
@@ -355,7 +355,10 @@ def cmd_token_verify(args: argparse.Namespace) -> int:
             pass
         if args.json:
             _dump({"verified": False, "code": code, "detail": error.reason}, sys.stdout)
-        print(f"{code}: {error.reason}", file=sys.stderr)
+        hint = ""
+        if isinstance(error, WrongIssuer) and error.presented is not None:
+            hint = f" (if that is your control plane: --issuer {error.presented})"
+        print(f"{code}: {error.reason}{hint}", file=sys.stderr)
         return REFUSED
     _dump({"verified": True, "claims": claims} if args.json else claims, sys.stdout)
     return OK

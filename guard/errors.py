@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["DocumentInvalid", "FieldError", "TokenInvalid"]
+__all__ = ["DocumentInvalid", "FieldError", "TokenInvalid", "WrongIssuer"]
 
 # Keeps str(DocumentInvalid) readable when garbage produces thousands of errors; the full
 # list is always on `.errors`.
@@ -63,3 +64,22 @@ class TokenInvalid(Exception):
 
     def __str__(self) -> str:
         return self.reason
+
+
+class WrongIssuer(TokenInvalid):
+    """The token names another issuer (``iss``) than the one required: `expected` is the
+    issuer the verifier was given, `presented` the token's (None when it has none). The
+    reason names both: the usual cause is a URL spelt two ways (``localhost`` and
+    ``127.0.0.1``, another port) for one control plane."""
+
+    def __init__(self, *, expected: str, presented: object) -> None:
+        self.expected = expected
+        self.presented = presented if isinstance(presented, str) else None
+        named = _quoted(presented) if presented is not None else "no issuer"
+        super().__init__(f"wrong issuer: the token names {named}, expected {_quoted(expected)}")
+
+
+def _quoted(value: object) -> str:
+    """A claim's value in a message: JSON, cut to a readable length."""
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -21,7 +21,7 @@ from typing import Any, Final
 import jwt
 
 from guard.claims import IntentClaims, integer_claim, numeric_claim
-from guard.errors import TokenInvalid
+from guard.errors import TokenInvalid, WrongIssuer
 from guard.jwk import ACCEPTED_ALGORITHMS, KeySet, b64url_decode
 
 __all__ = [
@@ -188,7 +188,7 @@ def _verify(
 ) -> tuple[dict[str, Any], IntentClaims]:
     payload = _verified_payload(token, keys)
     if payload.get("iss") != issuer:
-        raise TokenInvalid("wrong issuer")
+        raise WrongIssuer(expected=issuer, presented=payload.get("iss"))
     current = time.time() if now is None else now
     expires_at = integer_claim(payload, "exp")
     issued_at = integer_claim(payload, "iat")

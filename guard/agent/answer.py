@@ -10,7 +10,7 @@ from guard.agent.errors import CONTROL_PLANE_UNAVAILABLE, PLAN_SWAPPED, TOKEN_IN
 from guard.agent.http import ControlPlaneError, ControlPlaneUnavailable, JwksCache
 from guard.agent.verified import VerifiedToken
 from guard.canonical import canonical_json
-from guard.errors import DocumentInvalid, TokenInvalid
+from guard.errors import DocumentInvalid, TokenInvalid, WrongIssuer
 from guard.policy import validate_policy
 from guard.policy_evaluation import CompiledPolicy
 from guard.tokens import unverified_header, verify_intent_token
@@ -69,6 +69,18 @@ class AnswerVerifier:
             claims = verify_intent_token(
                 token, keys, issuer=self._issuer, now=self._clock(), leeway=self._clock_skew
             )
+        except WrongIssuer as error:
+            # The same control plane under another name (localhost, 127.0.0.1, a port):
+            # say which issuer to configure.
+            hint = (
+                f"; if that is your control plane, give the guard issuer={error.presented!r}"
+                " (plangate-mcp: --issuer; the examples: PLANGATE_ISSUER)"
+                if error.presented is not None
+                else ""
+            )
+            raise GuardError(
+                TOKEN_INVALID, f"the intent token is not valid: {error}{hint}"
+            ) from error
         except TokenInvalid as error:
             raise GuardError(TOKEN_INVALID, f"the intent token is not valid: {error}") from error
         except (ControlPlaneError, ControlPlaneUnavailable) as error:

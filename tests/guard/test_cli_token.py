@@ -92,11 +92,15 @@ def test_a_tampered_token_is_token_invalid(issued, jwks_url):
     assert result.stderr.strip() == "token_invalid: bad signature"
 
 
-def test_a_token_of_another_issuer_is_token_invalid(issued, jwks_url):
+def test_a_token_of_another_issuer_is_token_invalid_naming_both_issuers(issued, jwks_url):
     result = verify(issued, jwks_url, "--issuer", "https://elsewhere.test")
 
     assert result.returncode == 1
-    assert result.stderr.strip() == "token_invalid: wrong issuer"
+    issuer = settings.PLANGATE_ISSUER
+    assert result.stderr.strip() == (
+        f'token_invalid: wrong issuer: the token names "{issuer}", expected'
+        f' "https://elsewhere.test" (if that is your control plane: --issuer {issuer})'
+    )
     assert result.stdout == ""
 
 
@@ -117,7 +121,10 @@ def test_without_an_issuer_the_url_before_the_jwks_path_is_required(issued, jwks
     result = verify(issued, jwks_url, env={"PLANGATE_ISSUER": ""})
 
     assert result.returncode == 1
-    assert result.stderr.strip() == "token_invalid: wrong issuer"
+    assert result.stderr.strip().startswith(
+        f'token_invalid: wrong issuer: the token names "{settings.PLANGATE_ISSUER}", expected'
+        f' "{jwks_url.removesuffix("/v1/keys/jwks")}"'
+    )
 
 
 def test_a_key_set_that_cannot_be_fetched_is_a_usage_error(issued, live_server):

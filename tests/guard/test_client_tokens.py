@@ -13,6 +13,7 @@ import time
 import httpx
 import jwt
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from guard.agent.errors import PLAN_SWAPPED, TOKEN_INVALID, GuardError
@@ -266,3 +267,19 @@ def test_a_refreshed_token_with_a_non_ascii_character_never_raises_from_check(
     assert decision.code == again.code == Decision.TOKEN_EXPIRED
     assert refreshed is False
     assert TOKEN_INVALID in (guard.status().refresh_error or "")
+
+
+def test_a_token_of_another_issuer_names_both_issuers_and_the_setting(make_any_guard):
+    # The same control plane, spelt another way: the guard says what to configure.
+    guard = make_any_guard(issuer="http://127.0.0.1:8000")
+
+    with pytest.raises(GuardError) as refused:
+        guard.declare(plan_document())
+
+    assert refused.value.code == TOKEN_INVALID
+    issuer = settings.PLANGATE_ISSUER
+    assert refused.value.message == (
+        f'the intent token is not valid: wrong issuer: the token names "{issuer}", expected'
+        f' "http://127.0.0.1:8000"; if that is your control plane, give the guard'
+        f" issuer={issuer!r} (plangate-mcp: --issuer; the examples: PLANGATE_ISSUER)"
+    )

@@ -22,7 +22,7 @@ from joserfc import jwt as jose_jwt
 from joserfc.jwk import OKPKey
 
 from guard.claims import IntentClaims
-from guard.errors import TokenInvalid
+from guard.errors import TokenInvalid, WrongIssuer
 from guard.jwk import KeySet, jwk_thumbprint, public_jwk
 from guard.plan import plan_hash, validate_plan
 from guard.policy import policy_hash, validate_policy
@@ -260,11 +260,23 @@ def test_not_before_in_the_future_fails() -> None:
     verify(sign(claims(nbf=NOW)))
 
 
-def test_wrong_issuer_fails() -> None:
-    assert reason(sign(claims(iss="https://evil.example"))) == "wrong issuer"
+def test_wrong_issuer_fails_naming_the_expected_and_the_presented_issuer() -> None:
+    with pytest.raises(WrongIssuer) as refused:
+        verify_token(
+            sign(claims(iss="http://localhost:8000")), KEYS, issuer="http://127.0.0.1:8000", now=NOW
+        )
+    assert refused.value.reason == (
+        'wrong issuer: the token names "http://localhost:8000", expected "http://127.0.0.1:8000"'
+    )
+    assert (refused.value.expected, refused.value.presented) == (
+        "http://127.0.0.1:8000",
+        "http://localhost:8000",
+    )
     payload = claims()
     del payload["iss"]
-    assert reason(sign(payload)) == "wrong issuer"
+    assert reason(sign(payload)) == f'wrong issuer: the token names no issuer, expected "{ISSUER}"'
+    not_text = sign_raw({"alg": "EdDSA", "kid": KID}, claims(iss=["x"]))
+    assert reason(not_text) == f'wrong issuer: the token names ["x"], expected "{ISSUER}"'
 
 
 @pytest.mark.parametrize("claim", ["exp", "iat"])

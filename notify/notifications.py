@@ -19,11 +19,12 @@ from django.core.mail import send_mail
 from django.urls import reverse
 from django.utils import timezone
 
+from plans.approvals import approval_unavailable_detail
 from plans.models import Plan
 
 from .models import TeamWebhook
 from .records import approval_notified_record
-from .selectors import approver_users
+from .selectors import approval_recipients
 
 logger = logging.getLogger(__name__)
 
@@ -69,11 +70,12 @@ def approvers_notify(*, plan: Plan) -> NotifyResult:
 
 
 def approvers_email(*, plan: Plan) -> tuple[str, ...]:
-    """E-mail the people who may decide on ``plan`` (``approver_users``) and append its
-    ``approval_notified`` record; the recipients, () when there are none. Raises what the
-    e-mail backend raises, so the task retries."""
-    recipients = sorted(set(approver_users(plan).values_list("email", flat=True)))
-    if not recipients:
+    """E-mail the people who may decide on ``plan`` (``approval_recipients``: the team's
+    approvers, else the superusers who may decide, else every superuser, told that nobody
+    can) and append its ``approval_notified`` record; the recipients, () when there are
+    none. Raises what the e-mail backend raises, so the task retries."""
+    recipients = approval_recipients(plan)
+    if not recipients.emails:
         return ()
     steps = plan.document.get("steps", [])
     lines = [
@@ -82,16 +84,34 @@ def approvers_email(*, plan: Plan) -> tuple[str, ...]:
         f"Goal: {plan.goal}",
         f"Steps: {', '.join(str(step.get('tool')) for step in steps)}",
         "",
-        f"Approve or deny it: {approval_queue_url(plan)}",
     ]
+    subject = f"[Plangate] Approval needed: {plan.goal[:80]}"
+    if recipients.reach == "unavailable":
+        subject = f"[Plangate] Nobody can approve: {plan.goal[:80]}"
+        lines += [
+            approval_unavailable_detail(plan),
+            f"Add an approver to the team {plan.team.name}; the plan: {approval_queue_url(plan)}",
+        ]
+    else:
+        if recipients.reach == "superusers":
+            lines += [
+                f"You are asked as a superuser: the team {plan.team.name} has no approver"
+                f" other than {plan.member.email}, who cannot approve a plan made for"
+                " themselves.",
+                "",
+            ]
+        lines.append(f"Approve or deny it: {approval_queue_url(plan)}")
     send_mail(
-        subject=f"[Plangate] Approval needed: {plan.goal[:80]}",
+        subject=subject,
         message="\n".join(lines),
         from_email=None,
-        recipient_list=recipients,
+        recipient_list=list(recipients.emails),
     )
-    approval_notified_record(plan=plan, details={"channel": "email", "to": recipients})
-    return tuple(recipients)
+    details: dict[str, Any] = {"channel": "email", "to": list(recipients.emails)}
+    if recipients.reach != "team":
+        details["reach"] = recipients.reach
+    approval_notified_record(plan=plan, details=details)
+    return recipients.emails
 
 
 def _queue_email(plan: Plan) -> bool:

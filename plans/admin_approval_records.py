@@ -16,6 +16,13 @@ APPROVAL_RECORD_LABELS: dict[str, str] = {
 }
 
 
+#: why an e-mail about a waiting plan went to superusers (notify.selectors, 0057)
+NOTIFIED_REACH = {
+    "superusers": " (superusers: the team has no other approver)",
+    "unavailable": " (superusers, told that nobody can approve it)",
+}
+
+
 def approval_record_summary(record: AuditRecord) -> tuple[str, str, SafeString]:
     """The record's label, badge and one-line summary: which steps asked for review, who
     decided what and why (from the record's details), or who acted."""
@@ -32,6 +39,16 @@ def approval_record_summary(record: AuditRecord) -> tuple[str, str, SafeString]:
         # People count steps from 1 (plans.admin_display.step_label).
         steps = ", ".join(f"step {entry['step'] + 1}" for entry in what.get("review", []))
         summary, badge = format_html("review of {}", steps or "the plan"), "muted"
+        if what.get("approval_unavailable"):
+            summary = format_html("{} · {}", summary, what["approval_unavailable"])
+            badge = "bad"
+    elif record.kind == AuditRecord.Kind.APPROVAL_NOTIFIED and what.get("channel") == "email":
+        summary = format_html(
+            "e-mail to {}{}",
+            ", ".join(what.get("to", [])) or "nobody",
+            NOTIFIED_REACH.get(what.get("reach", ""), ""),
+        )
+        badge = "bad" if what.get("reach") == "unavailable" else "muted"
     else:
         summary, badge = format_html("{}", record.actor or "—"), "muted"
     return APPROVAL_RECORD_LABELS[record.kind], badge, summary

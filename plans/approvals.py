@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -40,6 +41,12 @@ logger = logging.getLogger(__name__)
 #: waits (send_robust).
 approval_requested = Signal()
 
+#: The permission to decide in the approval queue: notify's queue (a proxy of Plan) carries
+#: it, so granting it needs no ``plans`` migration (docs/decisions/0037).
+DECIDE_PERMISSION = "notify.decide_approval"
+#: The warning (and the trail's word) for a plan that nobody can approve (0057).
+APPROVAL_UNAVAILABLE = "approval_unavailable"
+
 #: What the token endpoint's 409 asks a waiting client to wait before asking again.
 APPROVAL_POLL_SECONDS = 5
 #: The most a denial's reason keeps.
@@ -53,6 +60,8 @@ class ApprovalRequested:
     plan: Plan
     review: tuple[dict[str, Any], ...]
     deadline: datetime
+    #: why nobody can decide on the plan now (``approval_unavailable``); "" when someone can
+    unavailable: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,45 @@ def plans_awaiting_approval() -> QuerySet[Plan]:
     return Plan.objects.filter(status=Plan.Status.PENDING_APPROVAL, approval=Plan.Approval.PENDING)
 
 
+def plan_approvers(plan: Plan) -> QuerySet:
+    """Who can decide on ``plan`` and be told about it (docs/decisions/0057): active staff
+    with an e-mail address, never the person the plan acts for (``self_approval``), who
+    are either a superuser or staff of the plan's team holding ``DECIDE_PERMISSION``
+    (through a group, as Approvers and Team admins, or given to them directly)."""
+    app_label, codename = DECIDE_PERMISSION.split(".")
+    holds_permission = Q(
+        groups__permissions__content_type__app_label=app_label,
+        groups__permissions__codename=codename,
+    ) | Q(
+        user_permissions__content_type__app_label=app_label,
+        user_permissions__codename=codename,
+    )
+    on_the_team = Q(plangate_teams=plan.team_id)
+    people = get_user_model()._default_manager.filter(is_active=True, is_staff=True)
+    return (
+        people.exclude(email="")
+        .exclude(email__iexact=plan.member.email.strip())
+        .filter(Q(is_superuser=True) | (on_the_team & holds_permission))
+        .distinct()
+    )
+
+
+def team_approvers(plan: Plan) -> QuerySet:
+    """``plan_approvers`` who are staff of the plan's team: the people asked first."""
+    return plan_approvers(plan).filter(plangate_teams=plan.team_id)
+
+
+def approval_unavailable_detail(plan: Plan) -> str:
+    """What the agent, the trail and the superusers are told about a plan nobody can
+    approve."""
+    return (
+        f"Nobody can approve this plan: no approver of the team {plan.team.name} other than"
+        f" {plan.member.email}, for whom it acts, and no superuser with an e-mail address"
+        " may decide it. It waits until its deadline; an admin can add an approver to the"
+        " team meanwhile."
+    )
+
+
 def _waits(plan: Plan) -> bool:
     return plan.status == Plan.Status.PENDING_APPROVAL and plan.approval == Plan.Approval.PENDING
 
@@ -112,11 +160,19 @@ def plan_approval_request(
     plan.approval = Plan.Approval.PENDING
     plan.review = review_entries(reviews)
     plan.approval_deadline = now + timedelta(seconds=plan.team.approval_window_seconds)
+    # Nobody who could decide: the plan still waits (an approver added within the window
+    # can decide it), and the agent, the trail and the superusers are told at once.
+    unavailable = "" if plan_approvers(plan).exists() else approval_unavailable_detail(plan)
     with transaction.atomic():
         plan.save(force_insert=True)
-        approval_requested_record(plan=plan)
+        approval_requested_record(plan=plan, unavailable=unavailable)
         transaction.on_commit(lambda: _send_approval_requested(plan))
-    return ApprovalRequested(plan=plan, review=tuple(plan.review), deadline=plan.approval_deadline)
+    return ApprovalRequested(
+        plan=plan,
+        review=tuple(plan.review),
+        deadline=plan.approval_deadline,
+        unavailable=unavailable,
+    )
 
 
 def plan_approval(plan: Plan) -> Approval | None:

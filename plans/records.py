@@ -281,10 +281,12 @@ def _plan_fields(plan: Plan) -> dict[str, Any]:
     }
 
 
-def approval_requested_record(*, plan: Plan) -> AuditRecord:
+def approval_requested_record(*, plan: Plan, unavailable: str = "") -> AuditRecord:
     """Appended in the transaction that saves a plan a review rule sent to a person. The
-    actor is the agent that declared it; ``rule`` names the first step's review rule."""
+    actor is the agent that declared it; ``rule`` names the first step's review rule;
+    ``approval_unavailable`` in the details says why nobody can decide, when nobody can."""
     first = plan.review[0]["rule"]
+    more = {"approval_unavailable": unavailable} if unavailable else {}
     return record_append(
         **_plan_fields(plan),
         kind=AuditRecord.Kind.APPROVAL_REQUESTED,
@@ -296,6 +298,7 @@ def approval_requested_record(*, plan: Plan) -> AuditRecord:
             "steps": len(plan.document["steps"]),
             "review": plan.review,
             "deadline": _instant(plan.approval_deadline) if plan.approval_deadline else None,
+            **more,
         },
     )
 

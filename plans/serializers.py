@@ -26,6 +26,7 @@ from rest_framework.validators import ProhibitSurrogateCharactersValidator
 from guard.plan import plan_json_schema
 from guard.policy_evaluation import UNPINNED_POLICY_ARGUMENT, StepWarning
 
+from .approvals import APPROVAL_UNAVAILABLE, ApprovalRequested
 from .models import Plan, PlanToken
 from .services import IssuedToken, token_ttl_bounds
 
@@ -374,6 +375,21 @@ class PendingStatusField(serializers.CharField):
     not an enum, so the plan statuses' own schema component keeps its name)."""
 
 
+class ApprovalWarningSerializer(serializers.Serializer):
+    """Something the requester of an approval should know: the plan still waits."""
+
+    path = serializers.CharField(help_text="`plan`: the warning is about the whole plan")
+    # Text, not an enum: a client must accept warning codes added later.
+    code = serializers.CharField(
+        help_text=(
+            f"`{APPROVAL_UNAVAILABLE}`: nobody can approve the plan now (the team has no"
+            " approver but the plan's own member, and no superuser can decide); superusers"
+            " were told"
+        )
+    )
+    detail = serializers.CharField(help_text="who is missing and what an admin can do")
+
+
 # From a plans.approvals.ApprovalRequested.
 class ApprovalRequestedSerializer(serializers.Serializer):
     """A plan that waits for a person's approval: nothing is signed yet. Ask
@@ -386,6 +402,15 @@ class ApprovalRequestedSerializer(serializers.Serializer):
     expiresAt = UtcDateTimeField(
         source="deadline", help_text="when the request expires if nobody decides"
     )
+    warnings = serializers.SerializerMethodField(
+        help_text="what may keep the plan from being decided (empty when there is none)"
+    )
+
+    @extend_schema_field(ApprovalWarningSerializer(many=True))
+    def get_warnings(self, requested: ApprovalRequested) -> list[dict[str, str]]:
+        if not requested.unavailable:
+            return []
+        return [{"path": "plan", "code": APPROVAL_UNAVAILABLE, "detail": requested.unavailable}]
 
 
 class TokenHistorySerializer(serializers.ListSerializer):

@@ -32,7 +32,7 @@ from members.models import Agent
 
 from . import admin_versions  # noqa: F401 (registers the versions' admin)
 from .admin_preview import impact_preview_response
-from .admin_simulator import simulator_link
+from .admin_simulator import DraftSimulatorMixin, simulate_draft_button, simulator_link
 from .impact import PolicyImpact, policy_impact
 from .models import Policy, PolicyVersion
 from .references import policy_reference_warnings
@@ -169,7 +169,7 @@ class PolicyForm(ServiceModelForm):
 
 
 @admin.register(Policy)
-class PolicyAdmin(ServiceSavedAdmin, PlangateModelAdmin):
+class PolicyAdmin(DraftSimulatorMixin, ServiceSavedAdmin, PlangateModelAdmin):
     form = PolicyForm
     list_display = ["slug", "team", "current_version", "agent_list", "description"]
     list_filter = [("team", admin.RelatedOnlyFieldListFilter)]
@@ -210,7 +210,15 @@ class PolicyAdmin(ServiceSavedAdmin, PlangateModelAdmin):
             ),
             (
                 "Document: saving publishes the next version",
-                {"fields": ["document", "comment", "base_version"]},
+                {
+                    "fields": [
+                        "document",
+                        # A draft is simulated by those who edit it (the form posts it).
+                        *(["draft_simulator"] if self.has_change_permission(request, obj) else []),
+                        "comment",
+                        "base_version",
+                    ]
+                },
             ),
             ("Version history", {"fields": ["version_history"]}),
         ]
@@ -219,7 +227,15 @@ class PolicyAdmin(ServiceSavedAdmin, PlangateModelAdmin):
         if obj is None:
             return []
         # The slug is the policy's id in API responses and in `set_policy`.
-        return ["team", "slug", "current_version", "simulator", "agents_using", "version_history"]
+        return [
+            "team",
+            "slug",
+            "current_version",
+            "simulator",
+            "draft_simulator",
+            "agents_using",
+            "version_history",
+        ]
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # versions are kept: tokens and plans point at them
@@ -239,6 +255,10 @@ class PolicyAdmin(ServiceSavedAdmin, PlangateModelAdmin):
     @admin.display(description="simulator")
     def simulator(self, policy: Policy) -> str:
         return simulator_link(policy_active_version(policy=policy))
+
+    @admin.display(description="simulate the draft")
+    def draft_simulator(self, policy: Policy) -> str:
+        return simulate_draft_button(policy)
 
     @admin.display(description="agents")
     def agent_list(self, policy: Policy) -> str:

@@ -67,6 +67,36 @@ def document_diff_html(old: object, new: object, *, old_label: str, new_label: s
     )
 
 
+def rules_table_html(document: object) -> str:
+    """Each rule of a policy document with an anchor (``#rules-2``) that a decision or a
+    simulation links to, named by its JSON path as the guard's texts name it."""
+    document = document if isinstance(document, dict) else {}
+    rules = document.get("rules")
+    if not isinstance(rules, list) or not rules:
+        return format_html("{}", f"No rule: the default ({document.get('default')}) decides.")
+    rows = format_html_join(
+        "",
+        '<tr id="rules-{}"><td><code>rules[{}]</code></td><td>{}</td>'
+        '<td><pre class="plangate-pre">{}</pre></td></tr>',
+        (
+            (
+                index,
+                index,
+                rule.get("description") or rule.get("name") or "—"
+                if isinstance(rule, dict)
+                else "—",
+                readable_json(rule),
+            )
+            for index, rule in enumerate(rules)
+        ),
+    )
+    return format_html(
+        '<table class="plangate-table"><thead><tr><th>rule</th><th>description</th>'
+        "<th>as written</th></tr></thead><tbody>{}</tbody></table>",
+        rows,
+    )
+
+
 def impact_context(
     impact: PolicyImpact, *, active: PolicyVersion | None, new_label: str
 ) -> dict[str, Any]:
@@ -129,6 +159,10 @@ def impact_preview_response(
         "carried": carried,
         "confirm_hash": form.impact_hash,
         "change_url": change_url,
+        # The draft's simulator (admin_simulator), posted the same form.
+        "simulate_draft_url": reverse(
+            "admin:policies_policy_simulate_draft", args=[quote(policy.pk)]
+        ),
     }
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, "admin/policies/policy/impact_preview.html", context)

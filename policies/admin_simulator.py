@@ -1,7 +1,13 @@
 """The simulator's page: a policy version tried against a plan for a member, and optionally
 one call under it (``policies.simulator``). Linked from a version's page and from the
 policy's. It writes nothing, so whoever may view the version may use it; the version and
-the members offered are the user's teams' only (the admin's scoping)."""
+the members offered are the user's teams' only (the admin's scoping).
+
+The same page runs a draft: the text in the policy's editor, before it is published
+("Simulate this draft" on the policy's page and on its impact preview posts the edit form
+here). The draft travels in the page's hidden fields with the rest of the edit form, so
+"Back to editing" posts it back to the editor unchanged; nothing is written.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -21,8 +27,18 @@ from kernel.json_format import readable_json
 from kernel.problems import DomainError
 from members.models import Member
 
-from .models import PolicyVersion
-from .simulator import CallSimulation, PlanSimulation, simulate_call, simulate_plan
+from .admin_preview import document_diff_html, rules_table_html
+from .models import Policy, PolicyVersion
+from .selectors import policy_active_version
+from .simulator import (
+    CallSimulation,
+    PlanSimulation,
+    PolicyDraft,
+    SimulatedVersion,
+    policy_draft,
+    simulate_call,
+    simulate_plan,
+)
 
 MAX_ERRORS_SHOWN = 50
 
@@ -59,7 +75,7 @@ class SimulatorForm(forms.Form):
         help_text="The call's arguments (a JSON object).",
     )
 
-    def __init__(self, *args: Any, version: PolicyVersion, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, version: SimulatedVersion, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         members = Member.objects.filter(team_id=version.policy.team_id).select_related("role")
         field = self.fields["member"]
@@ -93,7 +109,7 @@ class SimulatorForm(forms.Form):
         self.add_error("plan", errors)
 
 
-def starter_plan(version: PolicyVersion) -> str:
+def starter_plan(version: SimulatedVersion) -> str:
     """A plan to start from: one step per tool the version's allow rules name literally."""
     rules = version.document.get("rules", []) if isinstance(version.document, dict) else []
     tools = [
@@ -146,31 +162,154 @@ class SimulatorMixin(admin.ModelAdmin):
             raise Http404(f"No policy version with id {object_id!r}.")
         if not self.has_view_permission(request, version):
             raise PermissionDenied
-        result: PlanSimulation | CallSimulation | None = None
-        if request.method == "POST":
-            form = SimulatorForm(request.POST, version=version)
-            if form.is_valid():
-                result = _simulate(form, version)
-        else:
-            form = SimulatorForm(version=version, initial={"plan": starter_plan(version)})
+        form, result = _form_and_result(request, version, bound=request.method == "POST")
         context = {
             **self.admin_site.each_context(request),
             "title": f"Simulate {version.policy.slug} v{version.number}",
             "opts": self.opts,
             "original": version,
             "version_url": reverse("admin:policies_policyversion_change", args=[quote(version.pk)]),
-            "form": form,
-            "result": result,
-            "plan_result": result.plan if isinstance(result, CallSimulation) else result,
-            "call_result": result if isinstance(result, CallSimulation) else None,
-            "result_json": readable_json(result.as_json()) if result is not None else "",
+            **_result_context(form, result),
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/policies/policyversion/simulate.html", context)
 
 
+#: the button of the policy's edit form (and of its impact preview) that posts it here
+SIMULATE_DRAFT = "_simulate_draft"
+#: the simulator's own button: the posted form is a simulation to run
+SIMULATE = "_simulate"
+# Not carried back to the editor: the simulator's own fields and buttons, the page's token,
+# the edit form's other buttons and a preview's confirmation (the editor previews again).
+_NOT_CARRIED = frozenset(
+    {
+        *SimulatorForm.base_fields,
+        SIMULATE,
+        SIMULATE_DRAFT,
+        "csrfmiddlewaretoken",
+        "publish_confirmed",
+        "_save",
+        "_continue",
+        "_addanother",
+        "_edit_again",
+    }
+)
+
+
+def simulate_draft_url(policy: Policy) -> str:
+    return reverse("admin:policies_policy_simulate_draft", args=[quote(policy.pk)])
+
+
+def simulate_draft_button(policy: Policy) -> str:
+    """A button of the policy's edit form that posts it, the unsaved text included, to the
+    draft's simulator instead of saving it."""
+    return format_html(
+        '<button type="submit" name="{}" value="1" formaction="{}" formnovalidate '
+        'class="button plangate-simulate-draft">Simulate the text being edited '
+        "(not published)</button>",
+        SIMULATE_DRAFT,
+        simulate_draft_url(policy),
+    )
+
+
+class DraftSimulatorMixin(admin.ModelAdmin):
+    """For the Policy admin, listed before its base: the ``<id>/simulate-draft/`` page,
+    which the edit form posts to."""
+
+    def get_urls(self):
+        return [
+            path(
+                "<path:object_id>/simulate-draft/",
+                self.admin_site.admin_view(self.simulate_draft_view),
+                name="policies_policy_simulate_draft",
+            ),
+            *super().get_urls(),
+        ]
+
+    def simulate_draft_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        policy = self.get_object(request, unquote(object_id))  # the user's teams' only
+        if policy is None:
+            raise Http404(f"No policy with id {object_id!r}.")
+        if not self.has_view_permission(request, policy):
+            raise PermissionDenied
+        change_url = reverse("admin:policies_policy_change", args=[quote(policy.pk)])
+        if request.method != "POST" or "document" not in request.POST:
+            # The draft comes with the edit form; without one there is nothing to run.
+            return HttpResponseRedirect(change_url)
+        carried = [
+            (name, value)
+            for name, values in request.POST.lists()
+            if name not in _NOT_CARRIED
+            for value in values
+        ]
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "original": policy,
+            "change_url": change_url,
+            "carried": carried,
+            "version_url": "",
+        }
+        try:
+            draft = policy_draft(policy=policy, document=json.loads(request.POST["document"]))
+        except json.JSONDecodeError as exc:
+            errors = [f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."]
+            draft = None
+        except DomainError as exc:
+            errors = [f"{error.path or '(document)'}: {error.detail}" for error in exc.errors]
+            draft = None
+        if draft is None:
+            context.update(
+                title=f"Simulate the draft of {policy.slug}",
+                draft_errors=errors[:MAX_ERRORS_SHOWN],
+            )
+        else:
+            form, result = _form_and_result(request, draft, bound=SIMULATE in request.POST)
+            context.update(
+                title=f"Simulate {draft}",
+                draft=draft,
+                draft_diff=_draft_diff(draft),
+                draft_rules=rules_table_html(draft.document),
+                **_result_context(form, result),
+            )
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/policies/policyversion/simulate.html", context)
+
+
+def _draft_diff(draft: PolicyDraft) -> str:
+    current = policy_active_version(policy=draft.policy)
+    slug = draft.policy.slug
+    return document_diff_html(
+        current.document if current is not None else {},
+        draft.document,
+        old_label=f"{slug} v{current.number} (active)" if current is not None else "(none)",
+        new_label=str(draft),
+    )
+
+
+def _form_and_result(
+    request: HttpRequest, version: SimulatedVersion, *, bound: bool
+) -> tuple[SimulatorForm, PlanSimulation | CallSimulation | None]:
+    if not bound:
+        return SimulatorForm(version=version, initial={"plan": starter_plan(version)}), None
+    form = SimulatorForm(request.POST, version=version)
+    return form, (_simulate(form, version) if form.is_valid() else None)
+
+
+def _result_context(
+    form: SimulatorForm, result: PlanSimulation | CallSimulation | None
+) -> dict[str, Any]:
+    return {
+        "form": form,
+        "result": result,
+        "plan_result": result.plan if isinstance(result, CallSimulation) else result,
+        "call_result": result if isinstance(result, CallSimulation) else None,
+        "result_json": readable_json(result.as_json()) if result is not None else "",
+    }
+
+
 def _simulate(
-    form: SimulatorForm, version: PolicyVersion
+    form: SimulatorForm, version: SimulatedVersion
 ) -> PlanSimulation | CallSimulation | None:
     member = form.cleaned_data["member"]
     try:

@@ -13,7 +13,7 @@ from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
 from kernel.admin_widgets import admin_link, datetime_column
 from kernel.json_format import readable_json
 
-from .admin_preview import document_diff_html
+from .admin_preview import document_diff_html, rules_table_html
 from .admin_republish import RepublishActionMixin
 from .admin_simulator import SimulatorMixin, simulator_link
 from .models import PolicyVersion
@@ -111,33 +111,7 @@ class PolicyVersionAdmin(
 
     @admin.display(description="rules")
     def rules_listed(self, version: PolicyVersion) -> str:
-        """Each rule with an anchor (``#rules-2``) that a decision links to, named by its
-        JSON path as the guard's texts name it."""
-        document = version.document if isinstance(version.document, dict) else {}
-        rules = document.get("rules")
-        if not isinstance(rules, list) or not rules:
-            return format_html("{}", f"No rule: the default ({document.get('default')}) decides.")
-        rows = format_html_join(
-            "",
-            '<tr id="rules-{}"><td><code>rules[{}]</code></td><td>{}</td>'
-            '<td><pre class="plangate-pre">{}</pre></td></tr>',
-            (
-                (
-                    index,
-                    index,
-                    rule.get("description") or rule.get("name") or "—"
-                    if isinstance(rule, dict)
-                    else "—",
-                    readable_json(rule),
-                )
-                for index, rule in enumerate(rules)
-            ),
-        )
-        return format_html(
-            '<table class="plangate-table"><thead><tr><th>rule</th><th>description</th>'
-            "<th>as published</th></tr></thead><tbody>{}</tbody></table>",
-            rows,
-        )
+        return rules_table_html(version.document)
 
     @admin.display(description="document")
     def document_pretty(self, version: PolicyVersion) -> str:

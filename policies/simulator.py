@@ -17,6 +17,10 @@ and ``plangate test``; this module adds the member, the version and the server's
 
 The plan's ``user`` is set to the simulated member: the simulation answers for the member
 chosen, whoever the text names.
+
+The policy is a published version, or a draft (``policy_draft``): a document being edited,
+not published, answered as the version it would become (the next number, its own hash).
+Nothing is written either way.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from guard import offline
 from guard.agent.session import CallDecision
 from guard.agent.verified import VerifiedToken
 from guard.offline import SIMULATED_PLAN_ID, call_decide, plan_answer, simulated_token
+from guard.policy import policy_hash
 from guard.policy_evaluation import StepDenial, StepWarning, rule_description
 from guard.policy_review import StepReview
 from kernel.problems import DomainError
@@ -37,7 +42,8 @@ from members.models import Member
 from plans.services import plan_document_validate
 
 from .impact import RefusedStep, member_role_and_groups
-from .models import PolicyVersion
+from .models import Policy, PolicyVersion
+from .selectors import policy_active_version
 from .services import policy_document_validate
 
 __all__ = [
@@ -47,6 +53,9 @@ __all__ = [
     "USER_DISABLED",
     "CallSimulation",
     "PlanSimulation",
+    "PolicyDraft",
+    "SimulatedVersion",
+    "policy_draft",
     "simulate_call",
     "simulate_plan",
 ]
@@ -57,10 +66,41 @@ USER_DISABLED: Final = "user_disabled"
 
 
 @dataclass(frozen=True)
+class PolicyDraft:
+    """A policy document not published, simulated as the version it would become: the
+    policy's next ``number``, the validated document's ``hash`` (``policy_draft``)."""
+
+    policy: Policy
+    document: dict[str, Any]
+    number: int
+    hash: str
+
+    def __str__(self) -> str:
+        return f"{self.policy.slug} v{self.number} (draft)"
+
+
+#: what a simulation runs under: a published version, or a draft
+SimulatedVersion = PolicyVersion | PolicyDraft
+
+
+def policy_draft(*, policy: Policy, document: object) -> PolicyDraft:
+    """``document`` as ``policy``'s next version, unpublished. DomainError
+    ``invalid_policy`` (with paths) for a document that publishing would refuse."""
+    normalized = policy_document_validate(document)
+    current = policy_active_version(policy=policy)
+    return PolicyDraft(
+        policy=policy,
+        document=normalized,
+        number=current.number + 1 if current is not None else 1,
+        hash=policy_hash(normalized),
+    )
+
+
+@dataclass(frozen=True)
 class PlanSimulation:
     """Issuance's answer to ``plan`` for ``member`` under ``version``."""
 
-    version: PolicyVersion
+    version: SimulatedVersion
     member: Member
     role: str | None
     groups: tuple[str, ...]
@@ -76,11 +116,16 @@ class PlanSimulation:
     def allowed(self) -> bool:
         return self.decision == ALLOWED
 
+    @property
+    def draft(self) -> bool:
+        return isinstance(self.version, PolicyDraft)
+
     def as_json(self) -> dict[str, Any]:
         return {
             "decision": self.decision,
             "policy": self.version.policy.slug,
             "version": self.version.number,
+            "draft": self.draft,
             "user": self.member.email,
             "role": self.role,
             "groups": list(self.groups),
@@ -136,7 +181,7 @@ class CallSimulation:
         }
 
 
-def simulate_plan(*, version: PolicyVersion, member: Member, document: object) -> PlanSimulation:
+def simulate_plan(*, version: SimulatedVersion, member: Member, document: object) -> PlanSimulation:
     """Issuance's answer under ``version``. DomainError ``invalid_plan`` (paths under
     ``plan``) for a bad plan, ``unknown_user`` for a member of another team."""
     if member.team_id != version.policy.team_id:
@@ -170,7 +215,7 @@ def simulate_plan(*, version: PolicyVersion, member: Member, document: object) -
 
 
 def simulate_call(
-    *, version: PolicyVersion, member: Member, document: object, tool: object, args: object
+    *, version: SimulatedVersion, member: Member, document: object, tool: object, args: object
 ) -> CallSimulation:
     """The guard's answer to calling ``tool`` with ``args`` first under the plan."""
     plan = simulate_plan(version=version, member=member, document=document)

@@ -25,8 +25,13 @@ from audit.models import AuditRecord
 from guard.errors import FieldError
 from guard.events import EVENT_BATCH_KEYS
 from kernel.problems import Code, DomainError, to_domain_error
-from members.authentication import request_agent, request_api_key
-from members.models import Agent
+from members.authentication import (
+    ApiKeyAuthentication,
+    ApiKeyRateThrottle,
+    request_agent,
+    request_api_key,
+)
+from members.models import Agent, ApiKey
 from members.services import agent_require_active, api_key_touch
 
 from .api_schema import (
@@ -39,6 +44,7 @@ from .api_schema import (
 )
 from .approval_tokens import plan_approved_token_issue
 from .approvals import ApprovalRequested
+from .event_credentials import PlanTokenAuthentication, PlanTokenCredential, PlanTokenRateThrottle
 from .event_intake import plan_events_record
 from .keys import jwks_document
 from .records import (
@@ -116,13 +122,19 @@ class AgentAPIView(APIView):
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         super().initial(request, *args, **kwargs)
-        agent_require_active(agent=request_agent(request))
+        if self.agent_must_be_active(request):
+            agent_require_active(agent=request_agent(request))
+
+    def agent_must_be_active(self, request: Request) -> bool:
+        return True
 
     def finalize_response(self, request: Request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
-        api_key = request_api_key(request)
-        if response.status_code < 400 and api_key is not None:
-            api_key_touch(api_key=api_key)
+        # The status first: a refused credential is not read (authenticated) a second time.
+        if response.status_code < 400:
+            api_key = request_api_key(request)
+            if isinstance(api_key, ApiKey):
+                api_key_touch(api_key=api_key)
         return response
 
 
@@ -309,12 +321,28 @@ class PlanDetailView(AgentAPIView):
 
 
 class PlanEventsView(AgentAPIView):
+    """The decision log, sent with the agent's API key or, once that is refused, with the
+    plan's own intent token (plans.event_credentials): then the agent need not be active,
+    and the token vouches for its plan's decisions up to its expiry."""
+
+    authentication_classes = [PlanTokenAuthentication, ApiKeyAuthentication]
+    throttle_classes = [ApiKeyRateThrottle, PlanTokenRateThrottle]
+
+    def agent_must_be_active(self, request: Request) -> bool:
+        return not isinstance(request.auth, PlanTokenCredential)
+
     @extend_schema(
         operation_id="plans_events",
         summary="Report a batch of guard decisions and the ACP plan updates shown to the user",
         description=(
             "Stored exactly once per (plan, stream, seq): a batch received before is"
-            " answered 200 with its counts and `duplicate: true`, and stores nothing."
+            " answered 200 with its counts and `duplicate: true`, and stores nothing.\n\n"
+            "Sent with the agent's API key, or with the plan's own intent token"
+            " (`Authorization: Bearer <token>`, expired or not) when the key is refused"
+            " (revoked, expired, agent disabled): the token must be this plan's, signed by a"
+            " key that was not revoked, and it vouches for decisions made up to its `exp`"
+            " (plus the allowed clock skew); later ones are not stored and are counted in"
+            " `lost`, with the decisions the guard reported lost."
         ),
         request=EventBatchSerializer,
         responses={
@@ -324,12 +352,19 @@ class PlanEventsView(AgentAPIView):
             401: PROBLEM,
             403: PROBLEM,
             404: PROBLEM,
+            409: PROBLEM,
             429: PROBLEM,
         },
     )
     def post(self, request: Request, plan_id: str) -> Response:
         data = parse_body(request, required=set(), optional=EVENT_BATCH_KEYS)
-        recorded = plan_events_record(agent=request_agent(request), plan_id=plan_id, batch=data)
+        credential = request.auth
+        recorded = plan_events_record(
+            agent=request_agent(request),
+            plan_id=plan_id,
+            batch=data,
+            token=credential.claims if isinstance(credential, PlanTokenCredential) else None,
+        )
         return Response(
             {
                 "events": recorded.events,

@@ -144,7 +144,13 @@ event_batch_accepted_response = inline_serializer(
         "events": serializers.IntegerField(),
         "displayUpdates": serializers.IntegerField(),
         "argumentsStored": serializers.BooleanField(),
-        "lost": serializers.IntegerField(),
+        "lost": serializers.IntegerField(
+            help_text=(
+                "decisions this batch counted as lost on the plan: those the guard reported"
+                " (`lost`), and, sent with the plan's intent token, those made after the"
+                " token's expiry"
+            )
+        ),
         "duplicate": serializers.BooleanField(
             help_text="true (status 200): the batch was stored before; nothing was written"
         ),

@@ -11,6 +11,9 @@ anything is written, then stored in one transaction with its audit records:
   in ``lost``): the gap stays visible in the plan's batches;
 * one ``decision`` audit record per event, with its step, rule and policy version;
 * ``lost``: added to Plan.decisions_lost, with a ``decisions_lost`` record;
+* sent with the plan's intent token (plans.event_credentials, once the agent's API key is
+  refused): the token vouches for decisions made up to its ``exp`` (plus the clock skew
+  allowed); later ones are not stored but counted in ``lost`` with the rest (0054);
 * ``end``: the plan becomes completed, ended or token_refused (only from active: an admin's
   revocation is never undone), with a ``plan_ended`` record.
 """
@@ -21,8 +24,8 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from json.encoder import encode_basestring_ascii as _encode_string
 from typing import Any
 
@@ -34,6 +37,7 @@ from django.utils import timezone
 
 from audit.models import AuditRecord
 from audit.services import record_build, records_append
+from guard.claims import IntentClaims
 from guard.decisions import PlanOutcome
 from guard.errors import DocumentInvalid, FieldError
 from guard.events import EventBatch, GuardEvent, PlanEnd, validate_event_batch
@@ -69,17 +73,24 @@ class RecordedEvents:
     status: str = ""
 
 
-def plan_events_record(*, agent: Agent, plan_id: str, batch: object) -> RecordedEvents:
+def plan_events_record(
+    *, agent: Agent, plan_id: str, batch: object, token: IntentClaims | None = None
+) -> RecordedEvents:
     """Store a batch of guard decisions and ACP plan updates for the agent's own plan.
 
     Call arguments are kept only when the team asks for them; otherwise only their digest
-    is. Refusals: ``plan_not_found``, ``invalid_events`` (each bad path listed).
+    is. ``token``: the verified claims of the intent token the batch was sent with instead
+    of an API key; it must be this plan's, and decisions (and display updates) made after
+    its expiry are not stored but counted as lost. Refusals: ``plan_not_found``,
+    ``plan_mismatch`` (another plan's token), ``invalid_events`` (each bad path listed).
     """
     plan = plan_get_for_agent(agent=agent, plan_id=plan_id)
     try:
         valid = validate_event_batch(batch, steps=len(plan.document["steps"]))
     except DocumentInvalid as exc:
         raise DomainError("invalid_events", "The batch is not valid.", errors=exc.errors) from exc
+    if token is not None:
+        valid = _vouched_by(token, plan, valid)
     versions = _policy_versions(plan, valid.events)
     keep_arguments = plan.team.log_call_arguments
     now = timezone.now()
@@ -93,6 +104,11 @@ def plan_events_record(*, agent: Agent, plan_id: str, batch: object) -> Recorded
         lost=valid.lost,
         end_outcome=valid.end.outcome.value if valid.end is not None else "",
         arguments_stored=keep_arguments,
+        credential=(
+            PlanEventBatch.Credential.API_KEY
+            if token is None
+            else PlanEventBatch.Credential.PLAN_TOKEN
+        ),
     )
     with transaction.atomic():
         if not _batch_insert(received):
@@ -123,6 +139,36 @@ def plan_events_record(*, agent: Agent, plan_id: str, batch: object) -> Recorded
         arguments_stored=keep_arguments,
         lost=valid.lost,
         status=status,
+    )
+
+
+def _vouched_by(token: IntentClaims, plan: Plan, batch: EventBatch) -> EventBatch:
+    """What of ``batch`` the plan's intent token ``token`` vouches for: refused whole when it
+    is another plan's (or carries another hash); decisions and display updates made after
+    its expiry (beyond the clock skew allowed) are left out, those decisions counted as
+    lost. The guard sends the newest token of the plan it holds, so only what it decided
+    after that token expired (it could no longer refresh) is left out."""
+    if token.jti != plan.id:
+        raise DomainError("plan_mismatch", "The token belongs to another plan.")
+    if token.ph != plan.hash:
+        raise DomainError("plan_mismatch", "The token carries another plan hash.")
+    until = datetime.fromtimestamp(token.exp + settings.PLANGATE_CLOCK_SKEW, tz=UTC)
+    events = tuple(event for event in batch.events if event.occurred_at <= until)
+    late = len(batch.events) - len(events)
+    if not late and all(
+        update.occurred_at is None or update.occurred_at <= until
+        for update in batch.display_updates
+    ):
+        return batch
+    return replace(
+        batch,
+        events=events,
+        display_updates=tuple(
+            update
+            for update in batch.display_updates
+            if update.occurred_at is not None and update.occurred_at <= until
+        ),
+        lost=min(batch.lost + late, _MAX_DECISIONS_LOST),
     )
 
 
@@ -519,6 +565,7 @@ def _lost_record(plan: Plan, agent: Agent, received: PlanEventBatch) -> AuditRec
             "detail": f"{received.lost} decision(s) were not delivered by the agent's guard",
             "stream": received.stream,
             "seq": received.seq,
+            "credential": received.credential,
         },
     )
 

@@ -174,6 +174,15 @@ class PlanEventBatch(models.Model):
     end_outcome = models.CharField(max_length=16, blank=True)
     arguments_stored = models.BooleanField(default=False)
 
+    class Credential(models.TextChoices):
+        API_KEY = "api_key", "the agent's API key"
+        PLAN_TOKEN = "plan_token", "the plan's intent token (the API key was refused)"
+
+    #: what the batch was sent with (plans.event_credentials)
+    credential = models.CharField(
+        max_length=16, choices=Credential.choices, default=Credential.API_KEY
+    )
+
     class Meta:
         ordering = ["plan", "received_at", "id"]
         constraints = [

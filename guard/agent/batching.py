@@ -71,9 +71,16 @@ class ReporterStats:
 
     `sent`: events and display updates the control plane acknowledged; `dropped`: those
     that will never reach it (queue full, refused for good, left when the reporter
-    closed); `lost_reported`: decisions reported as lost in delivered batches; `retries`:
+    closed); `lost_reported`: decisions the control plane counted as lost on their plan
+    (reported by the guard, or past the expiry of the token that carried them); `retries`:
     batches sent again after a failure; `duplicates`: batches the control plane already
-    had (their answer was lost)."""
+    had (their answer was lost).
+
+    Decisions alone: `made` (recorded by the guard for the log), `recorded` (stored by the
+    control plane), `lost_unreported` (lost, and the control plane could not be told: no
+    credential could deliver them, or the reporter closed first). Once nothing is queued,
+    ``made == recorded + lost``. `key_refused`: the control plane refused the API key, and
+    batches went with the plans' intent tokens."""
 
     sent: int
     dropped: int
@@ -82,6 +89,15 @@ class ReporterStats:
     retries: int = 0
     duplicates: int = 0
     lost_reported: int = 0
+    made: int = 0
+    recorded: int = 0
+    lost_unreported: int = 0
+    key_refused: bool = False
+
+    @property
+    def lost(self) -> int:
+        """Decisions lost: counted on their plan by the control plane, or only here."""
+        return self.lost_reported + self.lost_unreported
 
 
 @dataclass

@@ -127,8 +127,12 @@ class ControlPlaneClient:
         if self._owns_client:
             self._http.close()
 
-    def _request(self, method: str, path: str, body: object = None) -> httpx.Response:
+    def _request(
+        self, method: str, path: str, body: object = None, *, bearer: str | None = None
+    ) -> httpx.Response:
         headers = self._headers
+        if bearer is not None:
+            headers = {**headers, "Authorization": f"Bearer {bearer}"}
         content = None
         if body is not None:
             headers = {**headers, "Content-Type": "application/json"}
@@ -139,9 +143,15 @@ class ControlPlaneClient:
             raise ControlPlaneUnavailable(f"{method} {path}: {error}") from error
 
     def _json(
-        self, method: str, path: str, body: object, expected: int | tuple[int, ...]
+        self,
+        method: str,
+        path: str,
+        body: object,
+        expected: int | tuple[int, ...],
+        *,
+        bearer: str | None = None,
     ) -> dict[str, Any]:
-        response = self._request(method, path, body)
+        response = self._request(method, path, body, bearer=bearer)
         if response.status_code not in (expected if isinstance(expected, tuple) else (expected,)):
             raise _problem(response)
         try:
@@ -175,10 +185,14 @@ class ControlPlaneClient:
             body["ttl"] = ttl
         return self._json("POST", f"/v1/plans/{plan_id}/refresh", body, 200)
 
-    def post_events(self, plan_id: str, batch: Mapping[str, Any]) -> dict[str, Any]:
-        """POST /v1/plans/{id}/events: ``{events, displayUpdates, argumentsStored,
-        duplicate}`` (202 stored, 200 a batch stored before)."""
-        return self._json("POST", f"/v1/plans/{plan_id}/events", batch, (202, 200))
+    def post_events(
+        self, plan_id: str, batch: Mapping[str, Any], *, token: str | None = None
+    ) -> dict[str, Any]:
+        """POST /v1/plans/{id}/events: ``{events, displayUpdates, argumentsStored, lost,
+        duplicate}`` (202 stored, 200 a batch stored before). With `token` (the plan's
+        intent token) the batch is sent with it instead of the API key, which the control
+        plane refused (docs/decisions/0054)."""
+        return self._json("POST", f"/v1/plans/{plan_id}/events", batch, (202, 200), bearer=token)
 
     def plan_status(
         self, plan_id: str, *, kid: str | None = None, etag: str | None = None

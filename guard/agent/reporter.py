@@ -17,8 +17,15 @@ Delivery is exactly once while the queue holds:
 * when the queue is full, new decisions are dropped and counted per plan; the count goes
   with the plan's next batch that gets through (``lost``), so the control plane can say
   "N decisions were not delivered";
-* a refusal that sending again cannot change (400, 401, 403, 404, 413...) drops that batch
-  with a log line; its decisions count as lost too.
+* a refusal that sending again cannot change (400, 404, 413...) drops that batch with a
+  log line; its decisions count as lost too;
+* when the control plane refuses the agent's API key (revoked or expired: 401
+  ``invalid_api_key``; the agent disabled: 403 ``agent_disabled``), the batch is sent again
+  with its plan's intent token (`token_for`), and so is every later batch: the control plane
+  stores what the token vouches for and counts the rest as lost (docs/decisions/0054). One
+  warning says so; what no credential can deliver is counted as lost, not reported;
+* `close` logs one summary: the decisions made, recorded by the control plane, and lost
+  (reported to it, or not), whenever anything was refused or lost.
 """
 
 from __future__ import annotations
@@ -72,19 +79,21 @@ MAX_RETRY_AFTER: Final = 300.0
 class DecisionReporter:
     """Batches decisions and ACP display updates to the events endpoint, off the call path.
 
-    `post(plan_id, batch)` delivers one batch, returning the control plane's answer or
+    `post(plan_id, batch[, token=])` delivers one batch, returning the control plane's answer or
     raising (the guard passes its control plane client's `post_events`): an exception with
     a ``transient`` attribute that is false (a ``ControlPlaneError`` for a 4xx other than
     429) is a refusal for good; any other exception is retried.
 
     `max_queue` bounds the decisions and display updates waiting (default
     PLANGATE_GUARD_QUEUE_SIZE, else 10,000); `stream` is the stream id (default: a random
-    uuid4, one per reporter).
+    uuid4, one per reporter). `token_for(plan_id)` answers the plan's newest intent token
+    (None when the guard holds none); `post` then takes it as ``token=`` once the API key
+    was refused.
     """
 
     def __init__(
         self,
-        post: Callable[[str, Mapping[str, Any]], object],
+        post: Callable[..., object],
         *,
         max_queue: int | None = None,
         batch_size: int = 200,
@@ -92,6 +101,7 @@ class DecisionReporter:
         retry_initial_delay: float = DEFAULT_RETRY_INITIAL_DELAY,
         retry_max_delay: float = DEFAULT_RETRY_MAX_DELAY,
         stream: str | None = None,
+        token_for: Callable[[str], str | None] | None = None,
     ) -> None:
         if not 1 <= batch_size <= MAX_EVENTS_PER_BATCH:
             raise ValueError(f"batch_size must be between 1 and {MAX_EVENTS_PER_BATCH}")
@@ -99,6 +109,11 @@ class DecisionReporter:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
         self._post = post
+        self._token_for = token_for
+        # The API key's refusal (401 invalid_api_key, 403 agent_disabled), once seen: every
+        # later batch goes with its plan's intent token.
+        self._key_refused: Exception | None = None
+        self._token_refused = False
         self._max_queue = max_queue
         self._batch_size = batch_size
         self._interval = interval
@@ -118,6 +133,11 @@ class DecisionReporter:
         self._retries = 0
         self._duplicates = 0
         self._lost_reported = 0
+        self._lost_unreported = 0  # decisions lost that the control plane was never told of
+        self._built = 0  # decisions taken from the queue into batches
+        self._dropped_at_record = 0  # decisions dropped for a full queue, or after close
+        self._recorded = 0  # decisions the control plane stored
+        self._summarised = False
         self._lost: dict[str, int] = {}  # plan id -> decisions lost, not yet reported
         self._sequences: dict[str, int] = {}  # plan id -> last seq used in this stream
         self._stopping = False
@@ -172,6 +192,7 @@ class DecisionReporter:
     def _lose(self, plan_id: str, count: int = 1) -> None:
         with self._counts_lock:
             self._dropped += count
+            self._dropped_at_record += count
             self._lost[plan_id] = self._lost.get(plan_id, 0) + count
 
     # --- the reporter thread ----------------------------------------------------------
@@ -249,6 +270,7 @@ class DecisionReporter:
             kind = item[0]
             if kind == EVENT:
                 batch.events.append(event_json(item))
+                self._built += 1
             elif kind == DISPLAY:
                 batch.displays.append(display_update_json(at=item[2], message=item[3]))
             else:
@@ -302,11 +324,17 @@ class DecisionReporter:
                 end=batch.end,
             )
             try:
-                answer = self._post(batch.plan_id, body)
+                answer = self._send(batch.plan_id, body)
+            except _NoCredential as error:
+                self._undeliverable(batch, error)
+                return []
             except Exception as error:
                 if getattr(error, "transient", True) is False:
                     if getattr(error, "status", None) == 413 and batch.size > 1:
                         return self._split(batch)
+                    if self._key_refused is None and _refuses_the_key(error):
+                        self._key_refusal(error)
+                        continue  # the same batch, at once, with the plan's token
                     self._refused(batch, error)
                     return []
                 if self._stopping:
@@ -326,10 +354,47 @@ class DecisionReporter:
                 continue
             with self._counts_lock:
                 self._sent += batch.size
-                self._lost_reported += batch.lost
+                recorded, lost = _stored(answer, batch)
+                self._recorded += recorded
+                self._lost_reported += lost
                 if isinstance(answer, Mapping) and answer.get("duplicate") is True:
                     self._duplicates += 1
             return []
+
+    def _send(self, plan_id: str, body: Mapping[str, Any]) -> object:
+        """Post with the API key, or with the plan's intent token once the key was refused."""
+        if self._key_refused is None:
+            return self._post(plan_id, body)
+        token = self._token_for(plan_id) if self._token_for is not None else None
+        if token is None:
+            raise _NoCredential("the API key was refused and no intent token of the plan is held")
+        return self._post(plan_id, body, token=token)
+
+    def _key_refusal(self, error: Exception) -> None:
+        """The one warning of a refused API key; from now on batches go with tokens."""
+        self._key_refused = error
+        logger.warning(
+            "plangate guard: the control plane refused the agent's API key (%s); the decision"
+            " log goes on with each plan's intent token, and what it cannot deliver is counted"
+            " as lost (a summary follows at close)",
+            error,
+        )
+
+    def _undeliverable(self, batch: PendingBatch, error: Exception) -> None:
+        """No credential can deliver `batch`: its decisions (and the losses it carried) are
+        lost, and the control plane cannot be told. Logged once; the summary counts them."""
+        if not self._token_refused:
+            self._token_refused = True
+            logger.warning(
+                "plangate guard: the decision log of plan %s cannot be delivered (%s); its"
+                " decisions are counted as lost",
+                batch.plan_id,
+                error,
+            )
+        with self._counts_lock:
+            self._failed_batches += 1
+            self._dropped += batch.size
+            self._lost_unreported += len(batch.events) + batch.lost
 
     def _backoff(self, attempt: int, retry_after: object) -> float:
         """Exponential from the initial delay, capped, with jitter (half to all of it) so
@@ -342,6 +407,11 @@ class DecisionReporter:
 
     def _refused(self, batch: PendingBatch, error: Exception) -> None:
         status = getattr(error, "status", None)
+        if status in (401, 403, 404, 409):
+            # Nothing for this plan gets through with this credential (no such plan for this
+            # key, the plan's token refused too): lost, and the control plane cannot be told.
+            self._undeliverable(batch, error)
+            return
         logger.warning(
             "plangate guard: the control plane refused %d decision(s) for plan %s"
             " (batch %s/%d), dropped: %s",
@@ -354,28 +424,29 @@ class DecisionReporter:
         with self._counts_lock:
             self._failed_batches += 1
             self._dropped += batch.size
-            # Reported with the plan's next batch, unless nothing for this plan can get
-            # through (no such plan for this key, a revoked key, a disabled agent) or it was
-            # itself only a report of losses.
-            if status not in (401, 403, 404) and (batch.events or batch.end):
-                lost = len(batch.events) + batch.lost
+            # Reported with the plan's next batch, unless it was itself only a report of
+            # losses (refused again, it would be refused for ever).
+            lost = len(batch.events) + batch.lost
+            if batch.events or batch.end:
                 self._lost[batch.plan_id] = self._lost.get(batch.plan_id, 0) + lost
+            else:
+                self._lost_unreported += lost
 
     def _abandon(self) -> None:
-        """The reporter stops with batches undelivered: count them, say so."""
+        """The reporter stops with batches undelivered: count them (the summary says so)."""
         with self._idle:
             left = sum(batch.size for batch in self._pending)
+            lost = sum(len(batch.events) + batch.lost for batch in self._pending)
+            queued = sum(1 for item in self._queue if item[0] == EVENT)
             left += sum(1 for item in self._queue if item[0] != END)
             self._pending.clear()
             self._queue.clear()
             self._idle.notify_all()
-        if left:
-            with self._counts_lock:
-                self._dropped += left
-            logger.warning(
-                "plangate guard: closed with %d decision(s) and display update(s) undelivered",
-                left,
-            )
+        with self._counts_lock:
+            self._dropped += left
+            self._dropped_at_record += queued  # made, never taken into a batch
+            self._lost_unreported += lost + queued + sum(self._lost.values())
+            self._lost.clear()
 
     # --- control ----------------------------------------------------------------------
 
@@ -405,6 +476,29 @@ class DecisionReporter:
         if thread is not None:
             remaining = None if deadline is None else max(0.1, deadline - time.monotonic())
             thread.join(remaining)
+        self._summarise()
+
+    def _summarise(self) -> None:
+        """One line at close: what was made, recorded and lost. A warning when the key was
+        refused or anything was lost; else for the debug log only."""
+        if self._summarised:
+            return
+        self._summarised = True
+        stats = self.stats()
+        trouble = self._key_refused is not None or stats.lost or stats.queued
+        logger.log(
+            logging.WARNING if trouble else logging.DEBUG,
+            "plangate guard: decision log closed: %d decision(s) made, %d recorded by the"
+            " control plane, %d lost (%d reported to it, %d it was never told of)%s",
+            stats.made,
+            stats.recorded,
+            stats.lost,
+            stats.lost_reported,
+            stats.lost_unreported,
+            "; the API key was refused, later batches went with the plans' intent tokens"
+            if self._key_refused is not None
+            else "",
+        )
 
     def stats(self) -> ReporterStats:
         with self._counts_lock:
@@ -416,4 +510,28 @@ class DecisionReporter:
                 retries=self._retries,
                 duplicates=self._duplicates,
                 lost_reported=self._lost_reported,
+                made=self._built + self._dropped_at_record,
+                recorded=self._recorded,
+                lost_unreported=self._lost_unreported,
+                key_refused=self._key_refused is not None,
             )
+
+
+class _NoCredential(Exception):
+    """The API key was refused and the guard holds no intent token of the plan."""
+
+
+def _refuses_the_key(error: Exception) -> bool:
+    """A refusal of the agent's API key itself: revoked or expired, or its agent disabled."""
+    status, code = getattr(error, "status", None), getattr(error, "code", None)
+    return (status, code) in ((401, "invalid_api_key"), (403, "agent_disabled"))
+
+
+def _stored(answer: object, batch: PendingBatch) -> tuple[int, int]:
+    """The decisions the control plane stored and counted as lost for `batch`, as its answer
+    says (a token vouches only for decisions up to its expiry: the rest are counted lost)."""
+    if isinstance(answer, Mapping):
+        events, lost = answer.get("events"), answer.get("lost")
+        if type(events) is int and type(lost) is int:
+            return events, lost
+    return len(batch.events), batch.lost

@@ -4,7 +4,7 @@ without a control plane, a token or a network: the one home of the policy simula
 ``plangate test`` (guard.cli).
 
 * A plan: the checks issuance itself runs on a validated plan and policy for a member's
-  role and groups (`evaluate_plan`, `unpinned_policy_arguments`, `plan_reviews`), and the
+  role and groups (`evaluate_plan`, `plan_argument_warnings`, `plan_reviews`), and the
   ``policy_denied`` refusal as the control plane words it (`PlanAnswer.refusal_errors`).
 * A call: the guard's own `Decider` decides it as the first call under a fresh token for
   the plan, on a `PlanState` and a `VerifiedToken` built from the claims the control plane
@@ -36,7 +36,7 @@ from guard.policy_evaluation import (
     StepDenial,
     StepWarning,
     evaluate_plan,
-    unpinned_policy_arguments,
+    plan_argument_warnings,
 )
 from guard.policy_review import StepReview, plan_reviews
 
@@ -114,7 +114,7 @@ def plan_answer(
         warnings: list[StepWarning] = []
         reviews: list[StepReview] = []
     else:
-        warnings = unpinned_policy_arguments(policy, plan, role=role, groups=groups)
+        warnings = plan_argument_warnings(policy, plan, role=role, groups=groups)
         reviews = plan_reviews(policy, plan, role=role, groups=groups, denials=denials)
     return PlanAnswer(
         plan=plan,

@@ -11,64 +11,85 @@ Rule semantics, shared by both checks:
   that the plan then needs a person's approval first is guard.policy_review's. At call
   time a review rule admits like an allow: a token exists only for an approved plan.
 
-At issuance only deny rules without `args` can refuse a step, since argument checks need a
-call; an allow rule admits a step whatever its `args` (they are checked per call), but its
-`maxCalls` caps the step's budget. At call time, an allow rule counts only when the call
-satisfies its `args`; a deny rule fails closed and counts unless some pinned argument is
-provably outside its constraint (missing, of another JSON type than its operator compares,
-or not a finite number all count as a match; see guard.deny).
+At issuance only deny rules without `args` can refuse a step, since a deny's argument check
+needs a call; an allow rule admits a step unless the step pins an argument to values
+disjoint from the rule's constraint on it (guard.relation: no call of the step could pass),
+and its `maxCalls` caps the step's budget. Where an admitting rule admits only some of the
+step's calls, `plan_argument_warnings` says so, argument by argument. At call time, an
+allow rule counts only when the call satisfies its `args`; a deny rule fails closed and
+counts unless some pinned argument is provably outside its constraint (missing, of another
+JSON type than its operator compares, or not a finite number all count as a match; see
+guard.deny).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final, NamedTuple
 
+from guard._document import key_path
 from guard.constraints import ArgsMatcher, compile_args
 from guard.decisions import MAX_EVENT_RULE_DESCRIPTION_LENGTH
 from guard.deny import compile_deny_args
 from guard.patterns import compile_glob
 from guard.plan import DEFAULT_MAX_CALLS
+from guard.relation import Relation, constraint_relation, describe_constraint
 from guard.rule_index import RuleIndex, build_rule_index
 
 __all__ = [
     "MAX_CACHED_TOOLS",
+    "POLICY_ARGUMENT_OVERLAPS",
+    "POLICY_ARGUMENT_UNDECIDABLE",
     "UNPINNED_POLICY_ARGUMENT",
+    "ArgumentRelation",
     "CompiledPolicy",
     "PolicyDecision",
     "StepDenial",
     "StepWarning",
     "ToolDecision",
-    "UnpinnedRule",
     "evaluate_plan",
+    "plan_argument_warnings",
     "rule_description",
+    "step_rule_relation",
     "unpinned_policy_arguments",
 ]
 
 # Bounds the per-tool cache of CompiledPolicy against an agent inventing tool names.
 MAX_CACHED_TOOLS: Final = 4096
 
-#: the code of a StepWarning: the step is admitted only under argument conditions it leaves free
+#: the code of a StepWarning: the step leaves free an argument every admitting rule constrains
 UNPINNED_POLICY_ARGUMENT: Final = "unpinned_policy_argument"
-# A warning names this many of the admitting rules, then counts the rest.
+#: the code of a StepWarning: the step pins an argument the admitting rules admit only in part
+POLICY_ARGUMENT_OVERLAPS: Final = "policy_argument_overlaps"
+#: the code of a StepWarning: whether the admitting rules admit the step's pinned values
+#: cannot be decided (guard.relation), so some calls may be refused
+POLICY_ARGUMENT_UNDECIDABLE: Final = "policy_argument_undecidable"
+# A warning or a denial names this many of the admitting rules, then counts the rest.
 _RULES_NAMED_IN_A_WARNING: Final = 5
+
+
+def _argument_path(step: int, argument: str | None) -> str:
+    """``steps[0]``, or ``steps[0].args.repo`` for one argument of the step."""
+    path = f"steps[{step}]"
+    return path if argument is None else key_path(f"{path}.args", argument)
 
 
 @dataclass(frozen=True)
 class StepDenial:
-    """Why the policy refuses one plan step at issuance. `rule` None means the default."""
+    """Why the policy refuses one plan step at issuance. `rule` None means the default.
+    `argument` names the pinned argument no admitting rule lets through, when that is why."""
 
     step: int
     tool: str
     rule: int | None
     reason: str
+    argument: str | None = None
 
     @property
     def path(self) -> str:
-        return f"steps[{self.step}]"
+        return _argument_path(self.step, self.argument)
 
 
 @dataclass(frozen=True)
@@ -156,6 +177,72 @@ def _applicable_rules(
     return compiled
 
 
+@dataclass(frozen=True)
+class ArgumentRelation:
+    """How one argument of a step stands to an allow rule's constraint on it
+    (guard.relation): `step` is the step's constraint, None when the step does not pin it."""
+
+    argument: str
+    step: Mapping[str, Any] | None
+    rule: Mapping[str, Any]
+    relation: Relation
+
+
+def step_rule_relation(
+    step_args: Mapping[str, Any] | None, rule_args: Mapping[str, Any] | None
+) -> tuple[Relation, tuple[ArgumentRelation, ...]]:
+    """How the calls a step admits stand to an allow rule's ``args``: ``inside`` (the rule
+    admits every one), ``disjoint`` (none: some argument is disjoint), ``overlapping`` or
+    ``undecidable``; with the rule's arguments that are not ``inside``, in the rule's order.
+
+    Arguments are independent, so the rule admits no call when one argument is disjoint,
+    every call when all are inside; otherwise an undecidable argument leaves it undecided.
+    """
+    step_args = step_args or {}
+    found: list[ArgumentRelation] = []
+    for name, constraint in (rule_args or {}).items():
+        step_constraint = step_args.get(name)
+        relation = constraint_relation(step_constraint, constraint)
+        if relation is not Relation.INSIDE:
+            found.append(ArgumentRelation(name, step_constraint, constraint, relation))
+    relations = {entry.relation for entry in found}
+    if not found:
+        return Relation.INSIDE, ()
+    if Relation.DISJOINT in relations:
+        return Relation.DISJOINT, tuple(e for e in found if e.relation is Relation.DISJOINT)
+    if Relation.UNDECIDABLE in relations:
+        return Relation.UNDECIDABLE, tuple(found)
+    return Relation.OVERLAPPING, tuple(found)
+
+
+def _condition(argument: str, constraint: Mapping[str, Any]) -> str:
+    return f"{argument} {describe_constraint(constraint)}"
+
+
+def _disjoint_denial(
+    step_index: int, tool: str, refusals: Sequence[tuple[_Rule, tuple[ArgumentRelation, ...]]]
+) -> StepDenial:
+    """Every allow rule admitting the tool is disjoint from the step on some argument."""
+    first_rule, first_arguments = refusals[0]
+    named = []
+    for rule, arguments in refusals[:_RULES_NAMED_IN_A_WARNING]:
+        entry = arguments[0]
+        named.append(f"rules[{rule.index}] requires {_condition(entry.argument, entry.rule)}")
+    more = len(refusals) - _RULES_NAMED_IN_A_WARNING
+    if more > 0:
+        named.append(f"and {more} more rule(s)")
+    entry = first_arguments[0]
+    pinned = _condition(entry.argument, entry.step) if entry.step is not None else entry.argument
+    return StepDenial(
+        step_index,
+        tool,
+        first_rule.index,
+        f"no call of this step can be allowed: it pins {pinned}, outside what every rule"
+        f" admitting tool {tool} allows ({'; '.join(named)})",
+        argument=entry.argument,
+    )
+
+
 def evaluate_plan(
     policy: Mapping[str, Any],
     plan: Mapping[str, Any],
@@ -166,7 +253,9 @@ def evaluate_plan(
     """Check every step of a normalised plan against a validated policy, for a member.
 
     Per step: a deny rule without `args` concerning the tool refuses it; otherwise an allow
-    rule concerning the tool admits it, unless the step's maxCalls exceeds the cap of every
+    rule concerning the tool admits it, unless the step pins an argument to values disjoint
+    from the rule's constraint on it (guard.relation: no call of the step can satisfy the
+    rule), or unless the step's maxCalls exceeds the cap of every
     such allow rule (only when all of them have a cap); otherwise the policy default
     decides. Returns one StepDenial per refused step; an empty list admits the plan.
     """
@@ -183,6 +272,23 @@ def evaluate_plan(
             )
             continue
         allows = [rule for rule in concerned if not rule.deny]
+        if any(rule.pinned for rule in allows):
+            # A rule none of the step's calls can satisfy admits nothing (guard.relation).
+            relations = [
+                (rule, step_rule_relation(step.get("args"), rule.pinned)) for rule in allows
+            ]
+            admitting = [
+                rule for rule, (relation, _) in relations if relation is not Relation.DISJOINT
+            ]
+            if not admitting:
+                if not default_allows:
+                    denials.append(
+                        _disjoint_denial(
+                            step_index, tool, [(rule, found) for rule, (_, found) in relations]
+                        )
+                    )
+                continue  # with a default that allows, the default decides every call
+            allows = admitting
         if allows:
             if any(rule.max_calls is None for rule in allows):
                 continue
@@ -211,55 +317,88 @@ def evaluate_plan(
 
 
 @dataclass(frozen=True)
-class UnpinnedRule:
-    """An allow rule admitting a step, and the arguments it constrains that the step leaves
-    free (in the rule's order)."""
-
-    rule: int
-    arguments: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class StepWarning:
-    """A step the policy admits at issuance whose calls it may still refuse: every allow
-    rule that admits it constrains an argument the step does not pin, so whether a call is
-    allowed depends on values the plan leaves to the agent (see `unpinned_policy_arguments`).
-    """
+    """An argument of a step the policy admits at issuance whose calls it may still refuse:
+    no allow rule admitting the step admits every value the step lets through for
+    `argument` (guard.relation), so whether a call is allowed depends on the value the
+    agent passes. `rules` are those admitting rules, in policy order; `code` says why: the
+    step leaves the argument free (`UNPINNED_POLICY_ARGUMENT`), pins values the rules admit
+    only in part (`POLICY_ARGUMENT_OVERLAPS`), or pins values of which that cannot be
+    decided (`POLICY_ARGUMENT_UNDECIDABLE`)."""
 
     step: int
     tool: str
-    rules: tuple[UnpinnedRule, ...]
+    argument: str
+    rules: tuple[int, ...]
     detail: str
     code: str = UNPINNED_POLICY_ARGUMENT
 
     @property
     def path(self) -> str:
-        return f"steps[{self.step}]"
+        return _argument_path(self.step, self.argument)
+
+    @property
+    def rule(self) -> int:
+        """The first rule the warning names."""
+        return self.rules[0]
 
 
-def _unpinned_detail(
-    tool: str, unpinned: Sequence[UnpinnedRule], rules: Mapping[int, _Rule]
-) -> str:
-    named = []
-    for entry in unpinned[:_RULES_NAMED_IN_A_WARNING]:
-        pinned = rules[entry.rule].pinned or {}
-        conditions = ", ".join(
-            f"{name} {json.dumps(pinned[name], separators=(',', ':'), sort_keys=True)}"
-            for name in entry.arguments
+def _argument_warnings(
+    step_index: int, tool: str, partial: Sequence[tuple[_Rule, tuple[ArgumentRelation, ...]]]
+) -> list[StepWarning]:
+    """One warning per argument that keeps some admitting rule from admitting every call."""
+    by_argument: dict[str, list[tuple[int, ArgumentRelation]]] = {}
+    for rule, arguments in partial:
+        for entry in arguments:
+            by_argument.setdefault(entry.argument, []).append((rule.index, entry))
+    warnings = []
+    for argument, entries in by_argument.items():
+        step_constraint = entries[0][1].step
+        named = [
+            f"rule rules[{index}] requires {_condition(argument, entry.rule)}"
+            for index, entry in entries[:_RULES_NAMED_IN_A_WARNING]
+        ]
+        more = len(entries) - _RULES_NAMED_IN_A_WARNING
+        if more > 0:
+            named.append(f"and {more} more rule(s)")
+        conditions = "; ".join(named)
+        if step_constraint is None:
+            code = UNPINNED_POLICY_ARGUMENT
+            detail = (
+                f"{tool}: the policy admits this step only under argument conditions the"
+                f" step does not pin: {conditions}. Some calls will be refused"
+                f" (policy_denied): those whose {argument} falls outside; pin {argument} in"
+                " the step to have it checked now."
+            )
+        elif any(entry.relation is Relation.UNDECIDABLE for _, entry in entries):
+            code = POLICY_ARGUMENT_UNDECIDABLE
+            detail = (
+                f"{tool}: some calls may be refused (policy_denied): the step pins"
+                f" {_condition(argument, step_constraint)}, and whether the policy admits"
+                f" every such value cannot be decided ({conditions}); pin {argument} with eq"
+                " or in to have it checked now."
+            )
+        else:
+            code = POLICY_ARGUMENT_OVERLAPS
+            detail = (
+                f"{tool}: some calls will be refused (policy_denied): the step pins"
+                f" {_condition(argument, step_constraint)}, which the policy admits only in"
+                f" part ({conditions})."
+            )
+        warnings.append(
+            StepWarning(
+                step_index,
+                tool,
+                argument,
+                tuple(index for index, _ in entries),
+                detail,
+                code,
+            )
         )
-        named.append(f"rule rules[{entry.rule}] requires {conditions}")
-    more = len(unpinned) - _RULES_NAMED_IN_A_WARNING
-    if more > 0:
-        named.append(f"and {more} more rule(s)")
-    arguments = sorted({name for entry in unpinned for name in entry.arguments})
-    return (
-        f"{tool}: the policy admits this step only under argument conditions the step does"
-        f" not pin: {'; '.join(named)}. Calls whose arguments fall outside them are blocked"
-        f" (policy_denied); pin {', '.join(arguments)} in the step to have it checked now."
-    )
+    return warnings
 
 
-def unpinned_policy_arguments(
+def plan_argument_warnings(
     policy: Mapping[str, Any],
     plan: Mapping[str, Any],
     *,
@@ -267,22 +406,23 @@ def unpinned_policy_arguments(
     groups: Sequence[str],
     denials: Sequence[StepDenial] | None = None,
 ) -> list[StepWarning]:
-    """The steps of a normalised plan that `evaluate_plan` admits only through allow rules
-    constraining an argument the step leaves free (the rule pins ``repo``, the step pins
-    only ``org`` or nothing): one StepWarning per such step, naming each admitting rule
-    and those arguments.
+    """The arguments of the steps `evaluate_plan` admits whose calls the policy may still
+    refuse: for a step, when no allow rule that applies to the member and concerns the tool
+    admits every call the step lets through (guard.relation: none is ``inside``), one
+    StepWarning per argument that keeps some admitting rule from it: left free by the step,
+    or pinned to values the rule admits only in part, or of which that cannot be decided.
+    Rules ``disjoint`` from the step admit none of its calls and are not named (when all
+    are, `evaluate_plan` refuses the step).
 
-    No warning for a step refused at issuance (that is `evaluate_plan`'s), nor when some
-    admitting rule has no `args` or has all of its arguments pinned by the step (whether
-    the two constraints agree is checked per call), nor when the policy default allows
-    (a call outside the rule's conditions is allowed anyway). Deny rules with `args` are
-    not conditions of admission and are left out. ``denials`` is what `evaluate_plan`
-    answered for the same plan and member, when the caller has it (an issued plan: none).
+    No warning for a step refused at issuance (that is `evaluate_plan`'s), nor when the
+    policy default allows (a call outside the rules is allowed anyway). Deny rules with
+    `args` are not conditions of admission and are left out. ``denials`` is what
+    `evaluate_plan` answered for the same plan and member, when the caller has it (an
+    issued plan: none).
     """
     if policy["default"] == "allow":
         return []
     rules = _applicable_rules(policy, role, groups)
-    by_index = {rule.index: rule for rule in rules}
     if denials is None:
         denials = evaluate_plan(policy, plan, role=role, groups=groups)
     refused = {denial.step for denial in denials}
@@ -297,24 +437,20 @@ def unpinned_policy_arguments(
         if allows is None:
             allows = [rule for rule in rules if not rule.deny and rule.concerns(tool)]
             allows_by_tool[tool] = allows
-        step_arguments = step.get("args") or {}
-        unpinned: list[UnpinnedRule] = []
+        partial: list[tuple[_Rule, tuple[ArgumentRelation, ...]]] = []
         for rule in allows:
-            missing = tuple(name for name in (rule.pinned or {}) if name not in step_arguments)
-            if not missing:
-                break  # this rule's conditions are all pinned (or it has none)
-            unpinned.append(UnpinnedRule(rule.index, missing))
+            relation, arguments = step_rule_relation(step.get("args"), rule.pinned)
+            if relation is Relation.INSIDE:
+                break  # this rule admits every call of the step
+            if relation is not Relation.DISJOINT:
+                partial.append((rule, arguments))
         else:
-            if unpinned:
-                warnings.append(
-                    StepWarning(
-                        step_index,
-                        tool,
-                        tuple(unpinned),
-                        _unpinned_detail(tool, unpinned, by_index),
-                    )
-                )
+            warnings.extend(_argument_warnings(step_index, tool, partial))
     return warnings
+
+
+#: the former name of `plan_argument_warnings`, which once warned of unpinned arguments only
+unpinned_policy_arguments = plan_argument_warnings
 
 
 _NOT_A_TOOL_NAME = PolicyDecision(

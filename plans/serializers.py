@@ -24,7 +24,12 @@ from rest_framework.fields import empty
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from guard.plan import plan_json_schema
-from guard.policy_evaluation import UNPINNED_POLICY_ARGUMENT, StepWarning
+from guard.policy_evaluation import (
+    POLICY_ARGUMENT_OVERLAPS,
+    POLICY_ARGUMENT_UNDECIDABLE,
+    UNPINNED_POLICY_ARGUMENT,
+    StepWarning,
+)
 
 from .approvals import APPROVAL_UNAVAILABLE, ApprovalRequested
 from .models import Plan, PlanToken
@@ -294,17 +299,27 @@ class PolicyRefSerializer(serializers.Serializer):
 # From a guard.policy_evaluation.StepWarning.
 class IssuanceWarningSerializer(serializers.Serializer):
     """Something about an admitted plan that will not work as the developer may expect.
-    The token is valid; the warning only says what the guard is going to block."""
+    The token is valid; the warning only says that the guard is going to block some calls."""
 
-    path = serializers.SerializerMethodField(help_text="the step, as `plan.steps[<n>]`")
+    path = serializers.SerializerMethodField(
+        help_text="the step's argument, as `plan.steps[<n>].args.<name>`"
+    )
     # Text, not an enum: a client must accept warning codes added later.
     code = serializers.CharField(
         help_text=(
+            "why some calls of the step will be refused: "
             f"`{UNPINNED_POLICY_ARGUMENT}`: every policy rule admitting the step constrains"
-            " an argument the step does not pin, so calls outside that constraint are blocked"
+            " the argument, which the step does not pin; "
+            f"`{POLICY_ARGUMENT_OVERLAPS}`: the step pins values that the rules admitting"
+            " it admit only in part; "
+            f"`{POLICY_ARGUMENT_UNDECIDABLE}`: the step pins values of which that cannot be"
+            " decided (patterns compared with patterns)"
         ),
     )
     detail = serializers.CharField(help_text="which rules, which arguments, and how to fix it")
+    rule = serializers.IntegerField(
+        help_text="the first policy rule concerned, as its index in the policy's `rules`"
+    )
 
     def get_path(self, warning: StepWarning) -> str:
         return f"plan.{warning.path}"
@@ -326,8 +341,9 @@ class IntentTokenSerializer(serializers.Serializer):
     warnings = IssuanceWarningSerializer(
         many=True,
         help_text=(
-            "steps the policy admits only under argument conditions the plan does not pin"
-            " (empty when there is none)"
+            "step arguments for which the policy will refuse some calls: left free by the"
+            " step, or pinned to values the policy admits only in part (empty when there is"
+            " none)"
         ),
     )
 
@@ -347,7 +363,12 @@ def intent_token_body(issued: IssuedToken) -> dict[str, Any]:
         "policy": {"id": version.policy.slug, "version": version.number, "hash": version.hash},
         "reportArguments": bool(issued.plan.team.log_call_arguments),
         "warnings": [
-            {"path": f"plan.{warning.path}", "code": warning.code, "detail": warning.detail}
+            {
+                "path": f"plan.{warning.path}",
+                "code": warning.code,
+                "detail": warning.detail,
+                "rule": warning.rule,
+            }
             for warning in issued.warnings
         ],
     }

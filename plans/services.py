@@ -18,7 +18,7 @@ from django.utils import timezone
 from audit.actors import current_actor
 from guard.errors import DocumentInvalid, FieldError
 from guard.plan import plan_hash, validate_plan
-from guard.policy_evaluation import StepWarning, evaluate_plan, unpinned_policy_arguments
+from guard.policy_evaluation import StepWarning, evaluate_plan, plan_argument_warnings
 from guard.policy_review import plan_reviews
 from kernel.compiled_query import CompiledQuery
 from kernel.problems import DomainError
@@ -55,7 +55,7 @@ class IssuedToken:
     issued_at: datetime
     expires_at: datetime
     policy_version: PolicyVersion
-    #: steps the policy admits only under argument conditions the plan leaves free
+    #: step arguments for which the policy may refuse some calls (plan_argument_warnings)
     warnings: tuple[StepWarning, ...] = ()
 
 
@@ -139,15 +139,18 @@ def _admitted_policy_version(
     return version
 
 
-def _unpinned_argument_warnings(
+def _argument_warnings(
     version: PolicyVersion, plan: dict, role: str | None, groups: list[str]
 ) -> tuple[StepWarning, ...]:
-    """The admitted plan's steps whose calls the policy may still refuse for arguments the
-    plan leaves free (guard.policy_evaluation.unpinned_policy_arguments): told at signing
-    time so the developer need not learn it from blocked calls. Never a refusal."""
+    """The admitted plan's step arguments for which the policy may still refuse calls: left
+    free by the step, or pinned to values the admitting rules admit only in part, or of
+    which that cannot be decided (guard.policy_evaluation.plan_argument_warnings, on
+    guard.relation): told at signing time so the developer need not learn it from blocked
+    calls. Never a refusal; a step no admitting rule lets any call of through is refused by
+    ``_admitted_policy_version``."""
     # denials=(): _admitted_policy_version has refused any plan with a denial.
     return tuple(
-        unpinned_policy_arguments(version.document, plan, role=role, groups=groups, denials=())
+        plan_argument_warnings(version.document, plan, role=role, groups=groups, denials=())
     )
 
 
@@ -197,8 +200,8 @@ def plan_issue(
     approval (plans.approvals) and sign nothing: the answer is then ApprovalRequested.
 
     A refusal is a PlanRefused saying what was refused (plans.records); a success appends
-    ``plan_issued`` with the plan and its token. The answer's ``warnings`` name the steps
-    the policy admits only under argument conditions the plan does not pin.
+    ``plan_issued`` with the plan and its token. The answer's ``warnings`` name the step
+    arguments for which the policy may refuse some calls.
     """
     with refusals_described(RefusalContext(user=given_user(document))) as refusal:
         return _plan_issue(agent, document, ttl, refusal)
@@ -216,7 +219,7 @@ def _plan_issue(
     member = _member_require_active(_member_require_known(context.member, plan_document["user"]))
     role, groups = context.role, context.groups
     version = _admitted_policy_version(agent, plan_document, context, refusal)
-    warnings = _unpinned_argument_warnings(version, plan_document, role, groups)
+    warnings = _argument_warnings(version, plan_document, role, groups)
     now = timezone.now()
     plan = Plan(
         # The team itself, not only its id: the answer reads its log_call_arguments.
@@ -347,7 +350,7 @@ def plan_token_sign_current(
         reviews=plan_reviews(version.document, plan.document, role=role, groups=groups, denials=()),
     )
     # The policy may have changed since issuance: the same warnings, against the new one.
-    warnings = _unpinned_argument_warnings(version, plan.document, role, groups)
+    warnings = _argument_warnings(version, plan.document, role, groups)
     signature = intent_token_sign(
         plan=plan,
         member=member,

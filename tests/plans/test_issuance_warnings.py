@@ -1,5 +1,5 @@
-"""POST /v1/plans and its refresh answer `warnings` naming each step the policy admits only
-under argument conditions the plan does not pin, and the rule that sets them."""
+"""POST /v1/plans and its refresh answer `warnings` naming each step argument the policy
+constrains and the step leaves free, and the rule that sets the condition."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from guard.plan import validate_plan
 from guard.policy import validate_policy
 from guard.policy_evaluation import (
     UNPINNED_POLICY_ARGUMENT,
-    UnpinnedRule,
     evaluate_plan,
-    unpinned_policy_arguments,
+    plan_argument_warnings,
 )
 from members.services import member_upsert
 from plans.models import Plan
@@ -36,8 +35,9 @@ def test_a_step_that_does_not_pin_the_rules_argument_is_issued_with_a_warning(ag
     assert response.status_code == 201, response.content
     warnings = response.json()["warnings"]
     assert [(warning["path"], warning["code"]) for warning in warnings] == [
-        ("plan.steps[1]", UNPINNED_POLICY_ARGUMENT)
+        ("plan.steps[1].args.repo", UNPINNED_POLICY_ARGUMENT)
     ]
+    assert warnings[0]["rule"] == 0
     detail = warnings[0]["detail"]
     assert "github_list_issues" in detail
     assert 'rule rules[0] requires repo {"glob":"acme/*"}' in detail
@@ -48,7 +48,9 @@ def test_a_step_without_any_args_is_warned_about_too(agent):
     response = declare(agent, {"tool": "github_get_issue"})
 
     assert response.status_code == 201, response.content
-    assert [warning["path"] for warning in response.json()["warnings"]] == ["plan.steps[0]"]
+    assert [warning["path"] for warning in response.json()["warnings"]] == [
+        "plan.steps[0].args.repo"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -197,13 +199,18 @@ def test_the_predicate_names_every_admitting_rule_and_only_the_arguments_left_fr
     )
 
     assert evaluate_plan(policy, plan, role=None, groups=[]) == []
-    [warning] = unpinned_policy_arguments(policy, plan, role=None, groups=[])
+    repo, env = plan_argument_warnings(policy, plan, role=None, groups=[])
 
-    assert warning.path == "steps[0]"
-    assert warning.rules == (UnpinnedRule(0, ("repo",)), UnpinnedRule(2, ("env",)))
-    assert "rules[0] requires repo" in warning.detail
-    assert "rules[2] requires env" in warning.detail
-    assert "rules[1]" not in warning.detail  # a deny rule is no condition of admission
+    assert (repo.path, repo.rules, env.path, env.rules) == (
+        "steps[0].args.repo",
+        (0,),
+        "steps[0].args.env",
+        (2,),
+    )
+    assert "rules[0] requires repo" in repo.detail
+    assert "rules[2] requires env" in env.detail
+    for warning in (repo, env):
+        assert "rules[1]" not in warning.detail  # a deny rule is no condition of admission
 
 
 def test_the_predicate_leaves_out_the_steps_evaluate_plan_refuses():
@@ -227,6 +234,6 @@ def test_the_predicate_leaves_out_the_steps_evaluate_plan_refuses():
         }
     )
 
-    warnings = unpinned_policy_arguments(policy, plan, role=None, groups=[])
+    warnings = plan_argument_warnings(policy, plan, role=None, groups=[])
 
-    assert [warning.path for warning in warnings] == ["steps[1]"]
+    assert [warning.path for warning in warnings] == ["steps[1].args.repo"]

@@ -46,5 +46,5 @@ def test_the_api_answers_the_body(agent):
     assert response.status_code == 201
     body = response.json()
     assert body["expiresAt"].endswith("Z")
-    assert [warning["path"] for warning in body["warnings"]] == ["plan.steps[1]"]
+    assert [warning["path"] for warning in body["warnings"]] == ["plan.steps[1].args.repo"]
     assert set(body) == set(IntentTokenSerializer().fields)

@@ -1,0 +1,689 @@
+"""How a plan step's pinned constraint on one argument stands to a policy rule's constraint
+on the same argument: one relation that issuance, refresh, the impact preview, the rollback
+page and the simulator all answer with.
+
+========================= ===============================================================
+relation                  meaning, for the values a call may pass under the step
+========================= ===============================================================
+``inside``                every value the step admits satisfies the rule
+``disjoint``              no value the step admits satisfies the rule
+``overlapping``           some do and some do not (both shown by a value, or by arithmetic)
+``undecidable``           this module cannot tell (a pattern it does not model exactly, or
+                          a search over its budget); never reported as inside or disjoint
+========================= ===============================================================
+
+A step that does not pin the argument admits any value, so a rule constraining it is
+``overlapping`` (``disjoint`` only for a rule constraint no value satisfies).
+
+How each pair is decided:
+
+* the step is ``eq`` / ``in``: a finite set of values, each matched by the rule's own
+  matcher (guard.constraints): exact for every rule operator;
+* numbers (``lte`` / ``gte`` against each other, or against ``eq`` / ``in`` members): interval
+  arithmetic, exact; a number never satisfies ``glob`` / ``regex``, nor a string ``lte`` /
+  ``gte``;
+* text patterns (``glob`` and ``regex`` steps, against ``glob``, ``regex`` or the strings of
+  ``eq`` / ``in``): both sides become automata over code points and the intersection (and
+  the step's language less the rule's) are searched. Globs translate exactly; a regex is
+  modelled only when it uses literals, ``.``, classes of literals and ranges, groups,
+  alternation, repetition, the ``s`` flag and ``^`` / ``$`` at its ends; anything else
+  (``(?i)``, ``\\d``, ``\\b``, ``[[:alpha:]]``, ...) is ``undecidable``. Every value found this
+  way is checked again with the real matchers, and a regex automaton is compared with RE2 on
+  sampled strings before it is trusted; a disagreement answers ``undecidable``.
+
+Values are JSON values as a call passes them; text is valid Unicode (a lone surrogate, which
+RE2 cannot read, is not considered).
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import itertools
+import json
+import random
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Final
+
+from guard._document import is_number
+from guard.constraints import compile_constraint
+from guard.patterns import GlobSyntaxError
+
+__all__ = ["Relation", "constraint_relation", "describe_constraint"]
+
+
+class Relation(enum.Enum):
+    """How the values a step admits for one argument stand to a rule's constraint."""
+
+    INSIDE = "inside"
+    DISJOINT = "disjoint"
+    OVERLAPPING = "overlapping"
+    UNDECIDABLE = "undecidable"
+
+
+#: automaton states one pattern may build before the relation gives up (undecidable)
+MAX_STATES: Final = 20_000
+#: states a search may visit before the relation gives up (undecidable)
+MAX_SEARCH: Final = 50_000
+
+Ranges = tuple[tuple[int, int], ...]
+_SURROGATES_START: Final = 0xD800
+_SURROGATES_END: Final = 0xDFFF
+_LAST: Final = 0x10FFFF
+_UNIVERSE: Final[Ranges] = ((0, _SURROGATES_START - 1), (_SURROGATES_END + 1, _LAST))
+_NEWLINE: Final = ord("\n")
+
+
+class _Undecidable(Exception):
+    """The pattern is not modelled, or a search ran over its budget."""
+
+
+def describe_constraint(constraint: Mapping[str, Any] | None) -> str:
+    """``{"glob":"acme/*"}`` as compact JSON; ``(not pinned)`` for None."""
+    if constraint is None:
+        return "(not pinned)"
+    return json.dumps(constraint, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def constraint_relation(step: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> Relation:
+    """The relation of the values a step admits for an argument (`step`, a validated
+    constraint, or None when the step does not pin the argument) to the values a rule's
+    validated constraint `rule` admits for it. Never raises for validated constraints."""
+    try:
+        step_key = None if step is None else _key(step)
+        return _relation(step_key, _key(rule))
+    except (TypeError, ValueError):  # not a validated constraint: claim nothing
+        return Relation.UNDECIDABLE
+
+
+def _key(constraint: Mapping[str, Any]) -> str:
+    return json.dumps(constraint, sort_keys=True, separators=(",", ":"))
+
+
+@lru_cache(maxsize=4096)
+def _relation(step_key: str | None, rule_key: str) -> Relation:
+    rule = json.loads(rule_key)
+    step = None if step_key is None else json.loads(step_key)
+    try:
+        return _decide(step, rule)
+    except (_Undecidable, RecursionError, GlobSyntaxError):
+        return Relation.UNDECIDABLE
+
+
+def _operator(constraint: Mapping[str, Any]) -> tuple[str, Any]:
+    if len(constraint) != 1:
+        raise ValueError("a constraint has exactly one operator")
+    ((operator, operand),) = constraint.items()
+    return operator, operand
+
+
+def _decide(step: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> Relation:
+    rule_operator, rule_operand = _operator(rule)
+    rule_matches = compile_constraint(rule)
+    if step is None:
+        return _unpinned(rule_operator, rule_operand)
+    step_operator, step_operand = _operator(step)
+    if step_operator in ("eq", "in"):
+        values = [step_operand] if step_operator == "eq" else list(step_operand)
+        return _of_finite([rule_matches(value) for value in values])
+    if step_operator in ("lte", "gte"):
+        return _numbers(step_operator, step_operand, rule_operator, rule_operand, rule_matches)
+    # The step is a text pattern: only strings satisfy it.
+    if rule_operator in ("lte", "gte"):
+        return Relation.DISJOINT
+    step_matches = compile_constraint(step)
+    if rule_operator in ("eq", "in"):
+        members = [rule_operand] if rule_operator == "eq" else list(rule_operand)
+        strings = sorted({member for member in members if isinstance(member, str)})
+        if not any(step_matches(text) for text in strings):
+            return Relation.DISJOINT
+        rule_automaton = _strings_automaton(strings)
+    else:
+        rule_automaton = _pattern_automaton(rule_operator, rule_operand)
+    step_automaton = _pattern_automaton(step_operator, step_operand)
+    return _patterns(step_automaton, rule_automaton, step_matches, rule_matches)
+
+
+def _of_finite(results: Sequence[bool]) -> Relation:
+    if all(results):
+        return Relation.INSIDE
+    if not any(results):
+        return Relation.DISJOINT
+    return Relation.OVERLAPPING
+
+
+def _unpinned(operator: str, operand: Any) -> Relation:
+    """Any value may come: a rule constraint always leaves some value out (another JSON
+    type), so the answer turns on whether some value satisfies it."""
+    if operator in ("eq", "in", "lte", "gte"):
+        return Relation.OVERLAPPING
+    automaton = _pattern_automaton(operator, operand)
+    witness = _shortest_accepted(automaton)
+    if witness is None:
+        return Relation.DISJOINT
+    if not compile_constraint({operator: operand})(witness):
+        raise _Undecidable("the automaton and the matcher disagree")
+    return Relation.OVERLAPPING
+
+
+def _numbers(
+    step_operator: str,
+    bound: float,
+    rule_operator: str,
+    rule_operand: Any,
+    rule_matches: Callable[[Any], bool],
+) -> Relation:
+    """A step ``lte`` / ``gte`` admits an unbounded interval of numbers."""
+    if rule_operator in ("glob", "regex"):
+        return Relation.DISJOINT
+    if rule_operator in ("eq", "in"):
+        members = [rule_operand] if rule_operator == "eq" else list(rule_operand)
+        step_matches = compile_constraint({step_operator: bound})
+        # An interval holds infinitely many numbers, a list finitely many: never inside.
+        if any(is_number(member) and step_matches(member) for member in members):
+            return Relation.OVERLAPPING
+        return Relation.DISJOINT
+    at_most = step_operator == "lte"
+    if rule_operator == step_operator:
+        inside = bound <= rule_operand if at_most else bound >= rule_operand
+        return Relation.INSIDE if inside else Relation.OVERLAPPING
+    # Opposite directions: an interval meets the other only across their bounds.
+    disjoint = bound < rule_operand if at_most else bound > rule_operand
+    return Relation.DISJOINT if disjoint else Relation.OVERLAPPING
+
+
+def _patterns(
+    step: _Automaton,
+    rule: _Automaton,
+    step_matches: Callable[[Any], bool],
+    rule_matches: Callable[[Any], bool],
+) -> Relation:
+    common = _intersection_witness(step, rule)
+    if common is None:
+        return Relation.DISJOINT
+    if not (step_matches(common) and rule_matches(common)):
+        raise _Undecidable("the automata and the matchers disagree")
+    outside = _difference_witness(step, rule)
+    if outside is None:
+        return Relation.INSIDE
+    if not step_matches(outside) or rule_matches(outside):
+        raise _Undecidable("the automata and the matchers disagree")
+    return Relation.OVERLAPPING
+
+
+# --- code point sets ---------------------------------------------------------------------
+
+
+def _normalize(ranges: Sequence[tuple[int, int]]) -> Ranges:
+    """Sorted, merged, without surrogates (which valid text never holds)."""
+    merged: list[tuple[int, int]] = []
+    for low, high in sorted(ranges):
+        if merged and low <= merged[-1][1] + 1:
+            if high > merged[-1][1]:
+                merged[-1] = (merged[-1][0], high)
+        else:
+            merged.append((low, high))
+    return _intersect(tuple(merged), _UNIVERSE)
+
+
+def _intersect(first: Ranges, second: Ranges) -> Ranges:
+    result: list[tuple[int, int]] = []
+    i = j = 0
+    while i < len(first) and j < len(second):
+        low = max(first[i][0], second[j][0])
+        high = min(first[i][1], second[j][1])
+        if low <= high:
+            result.append((low, high))
+        if first[i][1] < second[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tuple(result)
+
+
+def _complement(ranges: Ranges) -> Ranges:
+    result: list[tuple[int, int]] = []
+    start = 0
+    for low, high in ranges:
+        if low > start:
+            result.append((start, low - 1))
+        start = high + 1
+    if start <= _LAST:
+        result.append((start, _LAST))
+    return _intersect(tuple(result), _UNIVERSE)
+
+
+def _single(character: int) -> Ranges:
+    return _normalize([(character, character)])
+
+
+# --- automata ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Automaton:
+    """A Thompson automaton over code points: one start, one accepting state."""
+
+    moves: list[list[tuple[Ranges, int]]] = field(default_factory=list)
+    epsilon: list[list[int]] = field(default_factory=list)
+    start: int = 0
+    accept: int = 0
+
+    def state(self) -> int:
+        if len(self.moves) >= MAX_STATES:
+            raise _Undecidable("the automaton is too large")
+        self.moves.append([])
+        self.epsilon.append([])
+        return len(self.moves) - 1
+
+    def closure(self, states: Iterator[int] | Sequence[int]) -> frozenset[int]:
+        seen = set(states)
+        stack = list(seen)
+        while stack:
+            for target in self.epsilon[stack.pop()]:
+                if target not in seen:
+                    seen.add(target)
+                    stack.append(target)
+        return frozenset(seen)
+
+    def accepts(self, text: str) -> bool:
+        current = self.closure([self.start])
+        for character in text:
+            code = ord(character)
+            current = self.closure(
+                target
+                for state in current
+                for ranges, target in self.moves[state]
+                if any(low <= code <= high for low, high in ranges)
+            )
+            if not current:
+                return False
+        return self.accept in current
+
+
+_Fragment = tuple[int, int]
+
+
+def _set_fragment(automaton: _Automaton, ranges: Ranges) -> _Fragment:
+    start, end = automaton.state(), automaton.state()
+    if ranges:
+        automaton.moves[start].append((ranges, end))
+    return start, end
+
+
+def _empty_fragment(automaton: _Automaton) -> _Fragment:
+    start, end = automaton.state(), automaton.state()
+    automaton.epsilon[start].append(end)
+    return start, end
+
+
+def _concatenate(automaton: _Automaton, fragments: Sequence[_Fragment]) -> _Fragment:
+    if not fragments:
+        return _empty_fragment(automaton)
+    for (_, end), (start, _) in itertools.pairwise(fragments):
+        automaton.epsilon[end].append(start)
+    return fragments[0][0], fragments[-1][1]
+
+
+def _alternate(automaton: _Automaton, fragments: Sequence[_Fragment]) -> _Fragment:
+    start, end = automaton.state(), automaton.state()
+    for inner_start, inner_end in fragments:
+        automaton.epsilon[start].append(inner_start)
+        automaton.epsilon[inner_end].append(end)
+    return start, end
+
+
+def _star(automaton: _Automaton, fragment: _Fragment) -> _Fragment:
+    start, end = automaton.state(), automaton.state()
+    inner_start, inner_end = fragment
+    automaton.epsilon[start].extend((inner_start, end))
+    automaton.epsilon[inner_end].extend((inner_start, end))
+    return start, end
+
+
+def _finish(automaton: _Automaton, fragment: _Fragment) -> _Automaton:
+    automaton.start, automaton.accept = fragment
+    return automaton
+
+
+def _strings_automaton(strings: Sequence[str]) -> _Automaton:
+    automaton = _Automaton()
+    branches = [
+        _concatenate(automaton, [_set_fragment(automaton, _single(ord(c))) for c in text])
+        for text in strings
+    ]
+    return _finish(automaton, _alternate(automaton, branches))
+
+
+def _pattern_automaton(operator: str, pattern: str) -> _Automaton:
+    if operator == "glob":
+        return _glob_automaton(pattern)
+    if operator == "regex":
+        return _regex_automaton(pattern)
+    raise ValueError(f"not a text pattern operator: {operator!r}")
+
+
+@lru_cache(maxsize=512)
+def _glob_automaton(pattern: str) -> _Automaton:
+    """The glob's language, read exactly as guard.patterns.glob_to_re2 translates it."""
+    automaton = _Automaton()
+    fragments: list[_Fragment] = []
+    position = 0
+    length = len(pattern)
+    while position < length:
+        character = pattern[position]
+        if character == "*":
+            while position + 1 < length and pattern[position + 1] == "*":
+                position += 1
+            fragments.append(_star(automaton, _set_fragment(automaton, _UNIVERSE)))
+        elif character == "?":
+            fragments.append(_set_fragment(automaton, _UNIVERSE))
+        elif character == "[":
+            cursor = position + 1
+            negate = cursor < length and pattern[cursor] == "!"
+            if negate:
+                cursor += 1
+            body_start = cursor
+            if cursor < length and pattern[cursor] == "]":
+                cursor += 1
+            while cursor < length and pattern[cursor] != "]":
+                cursor += 1
+            if cursor >= length:
+                raise GlobSyntaxError("unterminated character class")
+            members = _glob_class(pattern[body_start:cursor])
+            fragments.append(_set_fragment(automaton, _complement(members) if negate else members))
+            position = cursor
+        else:
+            fragments.append(_set_fragment(automaton, _single(ord(character))))
+        position += 1
+    return _finish(automaton, _concatenate(automaton, fragments))
+
+
+def _glob_class(body: str) -> Ranges:
+    items: list[tuple[int, int]] = []
+    position = 0
+    while position < len(body):
+        first = body[position]
+        if position + 2 < len(body) and body[position + 1] == "-":
+            items.append((ord(first), ord(body[position + 2])))
+            position += 3
+        else:
+            items.append((ord(first), ord(first)))
+            position += 1
+    return _normalize(items)
+
+
+# RE2 syntax Python's parser would read differently, or not at all: never modelled.
+_REGEX_NOT_MODELLED: Final = ("[:", "{,", "\\Q", "\\C", "\\p", "\\P", "\\x{", "\\z")
+_REGEX_SAMPLES: Final = 24
+
+
+@lru_cache(maxsize=512)
+def _regex_automaton(pattern: str) -> _Automaton:
+    """The regex's language for the subset of RE2 modelled here (see the module), read with
+    Python's own regular expression parser, then compared with RE2 on sampled strings."""
+    if any(text in pattern for text in _REGEX_NOT_MODELLED):
+        raise _Undecidable("syntax not modelled")
+    try:  # Python's own parser of regular expressions (stdlib, not a public module)
+        sre_constants: Any = importlib.import_module("re._constants")
+        sre_parser: Any = importlib.import_module("re._parser")
+    except ImportError as error:  # another Python: claim nothing
+        raise _Undecidable("no parser") from error
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # "possible nested set": read otherwise than RE2
+            parsed = sre_parser.parse(pattern)
+    except Exception as error:
+        raise _Undecidable("syntax not modelled") from error
+    builder = _RegexBuilder(sre_constants)
+    flags = int(parsed.state.flags)
+    if flags & ~(sre_constants.SRE_FLAG_UNICODE | sre_constants.SRE_FLAG_DOTALL):
+        raise _Undecidable("flags not modelled")
+    dotall = bool(flags & sre_constants.SRE_FLAG_DOTALL)
+    items = list(parsed.data)
+    # ^ and $ (and \A) at the ends of the whole pattern say nothing in a whole-string match.
+    beginnings = (
+        (sre_constants.AT, sre_constants.AT_BEGINNING),
+        (sre_constants.AT, sre_constants.AT_BEGINNING_STRING),
+    )
+    if items and items[0] in beginnings:
+        items = items[1:]
+    if items and items[-1] == (sre_constants.AT, sre_constants.AT_END):
+        items = items[:-1]
+    automaton = builder.automaton
+    _finish(automaton, builder.sequence(items, dotall))
+    _compare_with_re2(automaton, pattern)
+    return automaton
+
+
+class _RegexBuilder:
+    def __init__(self, constants: Any) -> None:
+        self.c = constants
+        self.automaton = _Automaton()
+
+    def sequence(self, items: Sequence[tuple[Any, Any]], dotall: bool) -> _Fragment:
+        return _concatenate(self.automaton, [self.item(op, value, dotall) for op, value in items])
+
+    def item(self, op: Any, value: Any, dotall: bool) -> _Fragment:
+        c = self.c
+        automaton = self.automaton
+        if op is c.LITERAL:
+            return _set_fragment(automaton, _single(value))
+        if op is c.NOT_LITERAL:
+            return _set_fragment(automaton, _complement(_single(value)))
+        if op is c.ANY:
+            ranges = _UNIVERSE if dotall else _complement(_single(_NEWLINE))
+            return _set_fragment(automaton, ranges)
+        if op is c.IN:
+            return _set_fragment(automaton, self.members(value))
+        if op is c.BRANCH:
+            return _alternate(
+                automaton, [self.sequence(list(branch), dotall) for branch in value[1]]
+            )
+        if op is c.SUBPATTERN:
+            _group, add_flags, del_flags, inner = value
+            allowed = c.SRE_FLAG_DOTALL
+            if (add_flags & ~allowed) or (del_flags & ~allowed):
+                raise _Undecidable("flags not modelled")
+            if add_flags & c.SRE_FLAG_DOTALL:
+                dotall = True
+            if del_flags & c.SRE_FLAG_DOTALL:
+                dotall = False
+            return self.sequence(list(inner), dotall)
+        if op is c.MAX_REPEAT or op is c.MIN_REPEAT:
+            low, high, inner = value
+            parts = [self.sequence(list(inner), dotall) for _ in range(low)]
+            if high is c.MAXREPEAT or high == c.MAXREPEAT:
+                parts.append(_star(automaton, self.sequence(list(inner), dotall)))
+            else:
+                for _ in range(high - low):
+                    optional = self.sequence(list(inner), dotall)
+                    parts.append(_alternate(automaton, [optional, _empty_fragment(automaton)]))
+            return _concatenate(automaton, parts)
+        raise _Undecidable(f"regular expression item not modelled: {op}")
+
+    def members(self, items: Sequence[tuple[Any, Any]]) -> Ranges:
+        c = self.c
+        negate = False
+        ranges: list[tuple[int, int]] = []
+        for op, value in items:
+            if op is c.NEGATE:
+                negate = True
+            elif op is c.LITERAL:
+                ranges.append((value, value))
+            elif op is c.RANGE:
+                ranges.append((value[0], value[1]))
+            else:
+                raise _Undecidable(f"class member not modelled: {op}")
+        members = _normalize(ranges)
+        return _complement(members) if negate else members
+
+
+def _compare_with_re2(automaton: _Automaton, pattern: str) -> None:
+    """Strings the automaton accepts, and small changes of them, must get the same answer
+    from RE2: a guard against reading a pattern otherwise than RE2 does."""
+    matches = compile_constraint({"regex": pattern})
+    generator = random.Random(pattern)
+    samples: list[str] = [""]
+    for _ in range(_REGEX_SAMPLES):
+        text = _random_accepted(automaton, generator)
+        if text is None:
+            break
+        samples.append(text)
+        if text:
+            cut = generator.randrange(len(text))
+            samples.append(text[:cut] + text[cut + 1 :])
+            samples.append(
+                text[:cut] + chr(generator.choice((0x61, 0x0A, 0x2F, 0xE9))) + text[cut:]
+            )
+        samples.append(text + "a")
+        samples.append(text + "\n")
+    for text in samples:
+        if automaton.accepts(text) != matches(text):
+            raise _Undecidable("the automaton and RE2 disagree")
+
+
+def _random_accepted(automaton: _Automaton, generator: random.Random) -> str | None:
+    """A random walk that ends in the accepting state within a bound, or None."""
+    for _attempt in range(8):
+        state = automaton.start
+        out: list[str] = []
+        for _step in range(200):
+            if state == automaton.accept and generator.random() < 0.3:
+                return "".join(out)
+            choices: list[tuple[Ranges | None, int]] = [
+                (None, target) for target in automaton.epsilon[state]
+            ]
+            choices.extend(automaton.moves[state])
+            if not choices:
+                break
+            ranges, state = generator.choice(choices)
+            if ranges:
+                low, high = generator.choice(ranges)
+                out.append(chr(generator.choice((low, high, (low + high) // 2))))
+        if state == automaton.accept:
+            return "".join(out)
+    return None
+
+
+# --- searches ----------------------------------------------------------------------------
+
+
+def _path(parents: Mapping[Any, tuple[Any, str | None]], state: Any) -> str:
+    characters: list[str] = []
+    while state in parents:
+        state, character = parents[state]
+        if character is not None:
+            characters.append(character)
+    return "".join(reversed(characters))
+
+
+def _shortest_accepted(automaton: _Automaton) -> str | None:
+    parents: dict[int, tuple[int, str | None]] = {}
+    seen = {automaton.start}
+    queue = deque([automaton.start])
+    while queue:
+        state = queue.popleft()
+        if state == automaton.accept:
+            return _path(parents, state)
+        steps: list[tuple[int, str | None]] = [(t, None) for t in automaton.epsilon[state]]
+        steps.extend((target, chr(ranges[0][0])) for ranges, target in automaton.moves[state])
+        for target, character in steps:
+            if target not in seen:
+                seen.add(target)
+                parents[target] = (state, character)
+                queue.append(target)
+    return None
+
+
+def _intersection_witness(first: _Automaton, second: _Automaton) -> str | None:
+    """A string both automata accept, or None when there is none (raises _Undecidable
+    past the search budget)."""
+    start = (first.start, second.start)
+    parents: dict[tuple[int, int], tuple[tuple[int, int], str | None]] = {}
+    seen = {start}
+    queue = deque([start])
+    while queue:
+        pair = queue.popleft()
+        left, right = pair
+        if left == first.accept and right == second.accept:
+            return _path(parents, pair)
+        steps: list[tuple[tuple[int, int], str | None]] = []
+        steps.extend(((target, right), None) for target in first.epsilon[left])
+        steps.extend(((left, target), None) for target in second.epsilon[right])
+        for ranges, left_target in first.moves[left]:
+            for other, right_target in second.moves[right]:
+                common = _intersect(ranges, other)
+                if common:
+                    steps.append(((left_target, right_target), chr(common[0][0])))
+        for target, character in steps:
+            if target not in seen:
+                if len(seen) >= MAX_SEARCH:
+                    raise _Undecidable("the search is over its budget")
+                seen.add(target)
+                parents[target] = (pair, character)
+                queue.append(target)
+    return None
+
+
+_SubsetState = tuple[int, frozenset[int]]
+
+
+def _difference_witness(step: _Automaton, rule: _Automaton) -> str | None:
+    """A string the step's automaton accepts and the rule's does not, or None when every
+    string the step accepts the rule accepts too (raises _Undecidable past the budget)."""
+    start: _SubsetState = (step.start, rule.closure([rule.start]))
+    parents: dict[_SubsetState, tuple[_SubsetState, str | None]] = {}
+    seen = {start}
+    queue = deque([start])
+    while queue:
+        current = queue.popleft()
+        position, rule_states = current
+        if position == step.accept and rule.accept not in rule_states:
+            return _path(parents, current)
+        steps: list[tuple[_SubsetState, str | None]] = [
+            ((target, rule_states), None) for target in step.epsilon[position]
+        ]
+        rule_moves = [move for state in rule_states for move in rule.moves[state]]
+        for ranges, step_target in step.moves[position]:
+            for low, targets in _split(ranges, rule_moves):
+                steps.append(((step_target, rule.closure(targets)), chr(low)))
+        for target, character in steps:
+            if target not in seen:
+                if len(seen) >= MAX_SEARCH:
+                    raise _Undecidable("the search is over its budget")
+                seen.add(target)
+                parents[target] = (current, character)
+                queue.append(target)
+    return None
+
+
+def _split(ranges: Ranges, moves: Sequence[tuple[Ranges, int]]) -> Iterator[tuple[int, list[int]]]:
+    """`ranges` cut where the rule's moves begin or end: for each piece, its first code
+    point and the rule states it leads to (the same for every code point of the piece)."""
+    cuts: set[int] = set()
+    for low, high in ranges:
+        cuts.update((low, high + 1))
+    for move_ranges, _target in moves:
+        for low, high in move_ranges:
+            cuts.update((low, high + 1))
+    points = sorted(cuts)
+    seen_targets: set[frozenset[int]] = set()
+    for low, following in itertools.pairwise(points):
+        high = following - 1
+        if not any(start <= low and high <= end for start, end in ranges):
+            continue
+        targets = [
+            target
+            for move_ranges, target in moves
+            if any(start <= low and high <= end for start, end in move_ranges)
+        ]
+        key = frozenset(targets)
+        if key in seen_targets:
+            continue  # the same rule states: one representative is enough
+        seen_targets.add(key)
+        yield low, targets

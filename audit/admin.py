@@ -13,8 +13,11 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
@@ -35,6 +38,7 @@ from members.models import Team
 from . import admin_tokens  # noqa: F401  (registers AuditTokenAdmin)
 from .chain import record_at
 from .models import ActivityRecord, AuditRecord, RefusedAttempt, UnattributedRefusal
+from .verification import chain_report_line, chain_reports_summary, chain_verify
 
 
 class KindFilter(admin.SimpleListFilter):
@@ -162,6 +166,8 @@ class AuditRecordAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
     """Every record of the trail, newest first."""
 
     list_title = "Audit trail"
+    # The export buttons, and "Verify chain" on the trail itself.
+    change_list_template = "admin/audit/auditrecord/change_list.html"
     list_display = [
         "when",
         "kind_shown",
@@ -213,7 +219,36 @@ class AuditRecordAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
     readonly_fields = fields
 
     def changelist_view(self, request, extra_context=None):
-        return super().changelist_view(request, {"title": self.list_title, **(extra_context or {})})
+        context = {"title": self.list_title, **(extra_context or {})}
+        if self.model is AuditRecord:
+            context["verify_chain_url"] = reverse("admin:audit_auditrecord_verify")
+        return super().changelist_view(request, context)
+
+    def get_urls(self):
+        urls = super().get_urls()
+        if self.model is not AuditRecord:
+            return urls
+        # Before the admin's own: its "<path:object_id>/" would take "verify/".
+        view = self.admin_site.admin_view(self.verify_chain_view)
+        return [path("verify/", view, name="audit_auditrecord_verify"), *urls]
+
+    def verify_chain_view(self, request: HttpRequest) -> HttpResponse:
+        """ "Verify chain": what ``manage.py verify_audit`` says, for the teams the user
+        sees; reading the trail is all it needs."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        teams = scope_to_teams(Team.objects.order_by("slug"), request)
+        reports = [chain_verify(team=team) for team in teams]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Verify the audit chain",
+            "results": [(report, chain_report_line(report)) for report in reports],
+            "summary": chain_reports_summary(reports) if reports else "",
+            "intact": all(report.intact for report in reports),
+            "changelist_url": reverse("admin:audit_auditrecord_changelist"),
+        }
+        return TemplateResponse(request, "admin/audit/auditrecord/verify.html", context)
 
     def get_list_filter(self, request: HttpRequest):
         filters = list(super().get_list_filter(request))

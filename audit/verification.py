@@ -16,6 +16,7 @@ Checks stop at a team's first break: everything after it is suspect anyway.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -169,3 +170,28 @@ def chain_verify(*, team: Team) -> ChainReport:
             )
         )
     return report(None)
+
+
+def chain_report_line(report: ChainReport) -> str:
+    """The one line said of a team's chain, by ``manage.py verify_audit`` and by the
+    console's "Verify chain" page."""
+    unsealed = f"; {report.unsealed} not sealed yet" if report.unsealed else ""
+    if report.broken is None:
+        head = f", last hash {report.last_hash}" if report.sealed else ""
+        return f"team {report.team.slug}: {report.sealed} records, chain intact{head}{unsealed}"
+    problem = report.broken
+    where = f"seq {problem.seq}" + (
+        f", id {problem.record_id}" if problem.record_id is not None else ""
+    )
+    return (
+        f"team {report.team.slug}: chain broken at {where}: {problem.problem}: "
+        f"{problem.explanation} ({report.sealed} records verified before it{unsealed})"
+    )
+
+
+def chain_reports_summary(reports: Sequence[ChainReport]) -> str:
+    """The closing line after every team's own: every chain intact, or how many are not."""
+    broken = sum(1 for report in reports if not report.intact)
+    if broken:
+        return f"the audit trail of {broken} team(s) was tampered with"
+    return f"verified {len(reports)} team(s): every chain is intact"

@@ -114,6 +114,9 @@ class DecisionReporter:
         # later batch goes with its plan's intent token.
         self._key_refused: Exception | None = None
         self._token_refused = False
+        # Plans whose log no credential delivers (refused for good): not sent again, so that
+        # a guard does not spend its address's budget of failed attempts on them.
+        self._undeliverable_plans: set[str] = set()
         self._max_queue = max_queue
         self._batch_size = batch_size
         self._interval = interval
@@ -363,6 +366,8 @@ class DecisionReporter:
 
     def _send(self, plan_id: str, body: Mapping[str, Any]) -> object:
         """Post with the API key, or with the plan's intent token once the key was refused."""
+        if plan_id in self._undeliverable_plans:
+            raise _NoCredential("the control plane refused this plan's decision log for good")
         if self._key_refused is None:
             return self._post(plan_id, body)
         token = self._token_for(plan_id) if self._token_for is not None else None
@@ -383,6 +388,7 @@ class DecisionReporter:
     def _undeliverable(self, batch: PendingBatch, error: Exception) -> None:
         """No credential can deliver `batch`: its decisions (and the losses it carried) are
         lost, and the control plane cannot be told. Logged once; the summary counts them."""
+        self._undeliverable_plans.add(batch.plan_id)
         if not self._token_refused:
             self._token_refused = True
             logger.warning(

@@ -10,6 +10,7 @@ tests/integration/test_decision_delivery.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -282,3 +283,54 @@ def test_a_bad_queue_size_in_the_environment_is_refused(monkeypatch, value):
 
     with pytest.raises(ValueError, match=QUEUE_SIZE_ENV):
         DecisionReporter(lambda plan, batch: None)
+
+
+def test_a_refused_key_hands_the_log_to_the_plans_token_with_one_warning(caplog):
+    caplog.set_level(logging.WARNING, logger="guard.agent.reporter")
+    tokens = {"p": "token-of-p"}  # the guard holds no token of plan "q"
+    sent_with: list[tuple[str, str | None]] = []
+
+    def post(plan_id: str, batch: Mapping[str, Any], token: str | None = None) -> dict[str, Any]:
+        sent_with.append((plan_id, token))
+        if token is None:
+            raise ControlPlaneError(401, "invalid_api_key", "The API key is revoked.")
+        return {"events": len(batch.get("events", [])), "lost": batch.get("lost", 0)}
+
+    reporter = DecisionReporter(post, batch_size=3, interval=60, token_for=tokens.get)
+    for plan_id in ("p", "p", "q", "q", "p"):
+        record(reporter, 3, plan_id=plan_id)
+        assert reporter.flush(30)
+    reporter.close()
+
+    # The key once; then each batch with its plan's token; a plan without one is not sent.
+    with_token = ("p", "token-of-p")
+    assert sent_with == [("p", None), with_token, with_token, with_token]
+    stats = reporter.stats()
+    assert (stats.made, stats.recorded, stats.lost_unreported) == (15, 9, 6)
+    assert stats.made == stats.recorded + stats.lost
+    assert stats.key_refused
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 3, lines
+    assert "refused the agent's API key" in lines[0]
+    assert "decision log of plan q cannot be delivered" in lines[1]
+    assert "15 decision(s) made, 9 recorded by the control plane, 6 lost" in lines[2]
+
+
+def test_a_plans_refused_token_is_not_sent_again():
+    def post(plan_id: str, batch: Mapping[str, Any], token: str | None = None) -> dict[str, Any]:
+        attempts.append(token)
+        if token is None:
+            raise ControlPlaneError(403, "agent_disabled", "The agent is disabled.")
+        raise ControlPlaneError(401, "invalid_token", "The token is not valid: unknown key id.")
+
+    attempts: list[str | None] = []
+    reporter = DecisionReporter(post, batch_size=3, interval=60, token_for=lambda plan: "t")
+    record(reporter, 3)
+    assert reporter.flush(30)
+    record(reporter, 3, start=3)
+    assert reporter.flush(30)
+    reporter.close()
+
+    assert attempts == [None, "t"]  # no failed attempt spent on a door that stays shut
+    stats = reporter.stats()
+    assert (stats.made, stats.recorded, stats.lost_unreported) == (6, 0, 6)

@@ -13,8 +13,10 @@ makes an allowed call (the server's answer, unchanged) and one outside the plan 
     export PLANGATE_API_KEY=pg_...          # printed by `make run`
     python examples/guarded_mcp_server.py   # or: --url, --member, --issuer
 
-Exit status 0 when every call was decided as expected. Needs the gateway's extra:
-``pip install "./guard[mcp]"`` (this repository's .venv has it).
+Exit status 0 when every call was decided as expected, 1 when one was not, 2 when the
+round trip could not run (the control plane cannot be reached, or the plan was not
+approved: one line on stderr says which), as scripted_agent.py. Needs the gateway's
+extra: ``pip install "./guard[mcp]"`` (this repository's .venv has it).
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ import anyio
 
 EXAMPLES = Path(__file__).resolve().parent
 REPO = "acme/public-app"
+sys.path.insert(0, str(EXAMPLES))
+# The examples' shared answer to a declaration that ends the run.
+from scripted_agent import CannotRun, declare_failure  # noqa: E402
 
 
 def serve() -> None:
@@ -52,7 +57,7 @@ def serve() -> None:
     server.run()
 
 
-async def round_trip(url: str, issuer: str, member: str) -> bool:
+async def round_trip(url: str, issuer: str, member: str) -> bool | CannotRun:
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters
 
@@ -75,12 +80,16 @@ async def round_trip(url: str, issuer: str, member: str) -> bool:
         ],
     }
     expected = []
+    stopped: list[CannotRun] = []
     async with Client(gateway) as client:
         tools = await client.list_tools()
         print("tools/list:", ", ".join(tool.name for tool in tools.tools))
 
         async def call(name: str, arguments: dict[str, object], allowed: bool) -> None:
             result = await client.call_tool(name, arguments)
+            declared = result.structured_content if name == "declare_plan" else None
+            if declared and not declared["ok"]:
+                stopped.extend(filter(None, [declare_failure(declared, url)]))
             texts = [block.text for block in result.content if block.type == "text"]
             shown = " ".join(" ".join(texts).split())  # on one line
             label = f"{len(plan['steps'])} steps" if name == "declare_plan" else arguments
@@ -90,6 +99,8 @@ async def round_trip(url: str, issuer: str, member: str) -> bool:
 
         await call("github_list_issues", {"repo": REPO}, allowed=False)
         await call("declare_plan", plan, allowed=True)
+        if stopped:  # leaves the client's context first: the gateway stops cleanly
+            return stopped[0]
         await call("github_list_issues", {"repo": REPO}, allowed=True)
         await call("github_get_issue", {"repo": REPO, "number": 1}, allowed=True)
         await call("send_email", {"to": "eve@evil.test", "subject": "issues"}, allowed=False)
@@ -110,6 +121,9 @@ def main() -> int:
         parser.error("set PLANGATE_API_KEY to the agent's key (pg_...)")
     issuer = arguments.issuer or arguments.url
     ok = anyio.run(round_trip, arguments.url, issuer, arguments.member)
+    if isinstance(ok, CannotRun):
+        print(f"{parser.prog}: {ok}", file=sys.stderr)
+        return 2
     print("every call was decided as expected" if ok else "a call was NOT decided as expected")
     return 0 if ok else 1
 

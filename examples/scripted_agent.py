@@ -10,7 +10,10 @@ refreshed by hand half-way, as the guard's background thread would do before exp
     export PLANGATE_API_KEY=pg_...          # printed by `make run`
     python examples/scripted_agent.py       # or: --url, --api-key, --member, --issuer
 
-Exit status 0 when every call was decided as expected.
+Exit status 0 when every call was decided as expected, 1 when one was not, 2 when the
+agent could not run: the control plane cannot be reached, or the plan was not approved
+(one line on stderr says which). A plan a policy sends to a person prints "waiting for
+approval: <the approval queue's page for it>" and waits for the decision.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ except ImportError:  # a checkout without `pip install ./guard`: use the reposit
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from guard.agent import CallBlocked, Guard
 
-from guard.agent.acp import read_plan_update
+from guard.agent.acp import AWAITING_APPROVAL, read_plan_update
+from guard.agent.errors import CONTROL_PLANE_UNAVAILABLE
 from guard.agent.tools import DECLARE_PLAN_TOOL, openai_tool
 
 REPO = "acme/public-app"
@@ -115,11 +119,33 @@ def script(member: str) -> list[tuple[str, dict[str, Any], str]]:
 # --- the agent loop ----------------------------------------------------------------------------
 
 
+class CannotRun(Exception):
+    """The agent cannot go on: the one line to print on stderr."""
+
+
+def declare_failure(result: dict[str, Any], url: str) -> CannotRun | None:
+    """Why a refused declaration ends the run: nothing can run without the control plane,
+    or without the approval a person did not give. None for a refusal the script expects."""
+    code, detail = result.get("code"), result.get("detail")
+    if code == CONTROL_PLANE_UNAVAILABLE:
+        return CannotRun(
+            f"cannot reach the control plane at {url} ({detail}); is `make run` running"
+            " there? give its address with --url or PLANGATE_URL"
+        )
+    if code in ("approval_pending", "approval_denied", "approval_expired"):
+        return CannotRun(f"plan {result.get('planId')} was not approved: {code}: {detail}")
+    return None
+
+
 def show_acp(message: dict[str, Any]) -> None:
     """The ACP client side: render each plan update as one line."""
     update = read_plan_update(message)
     if update.kind == "removed":
         print(f"    [acp] plan {update.plan_id} removed")
+    elif any(entry.status == AWAITING_APPROVAL for entry in update.entries):
+        # Printed at once: the guard now waits for a person (the page where they decide).
+        where = update.approval_url or f"plan {update.plan_id} in the approval queue"
+        print(f"waiting for approval: {where}", flush=True)
     elif update.entries:
         marks = {"pending": " ", "in_progress": ">", "completed": "x", "cancelled": "-"}
         line = " ".join(f"[{marks.get(e.status or '', '?')}]" for e in update.entries)
@@ -133,6 +159,9 @@ def run(guard: Guard, member: str) -> int:
         print(f"model -> {tool}({json.dumps(arguments)[:90]})")
         if tool == DECLARE_PLAN_TOOL:
             result = guard.handle_declare_plan(json.dumps(arguments))
+            failure = None if result["ok"] else declare_failure(result, guard.url)
+            if failure is not None:
+                raise failure
             outcome = "declared" if result["ok"] else result["code"]
             print(f"  guard: {outcome} {result.get('planId') or result.get('detail')}")
         elif tool == "refresh":
@@ -153,12 +182,11 @@ def run(guard: Guard, member: str) -> int:
             surprises += 1
             print(f"  !! expected {expected}")
     status = guard.status()
-    print(
-        f"plan {status.plan_id}: {status.state}; required steps not run yet:"
-        f" {list(status.required_pending) or 'none'}"
-    )
+    # Steps as people count them, from 1 (`index` counts from 0).
+    pending = [index + 1 for index in status.required_pending]
+    print(f"plan {status.plan_id}: {status.state}; required steps not run yet: {pending or 'none'}")
     for step in status.steps:
-        print(f"  step {step.index} {step.description}: {step.used}/{step.max_calls} calls")
+        print(f"  step {step.number} {step.description}: {step.used}/{step.max_calls} calls")
     return surprises
 
 
@@ -180,7 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     with Guard(
         args.url, args.api_key, issuer=args.issuer, acp_sink=show_acp, session_id="example"
     ) as guard:
-        surprises = run(guard, args.member)
+        try:
+            surprises = run(guard, args.member)
+        except CannotRun as stop:
+            print(f"{parser.prog}: {stop}", file=sys.stderr)
+            return 2
     stats = guard.reporter_stats()
     print(f"decision log: {stats.sent} sent, {stats.dropped} dropped")
     return 1 if surprises else 0

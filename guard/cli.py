@@ -211,6 +211,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                     "tool": args.tool,
                     "decision": decision.code.value,
                     "step": decision.step,
+                    "stepIndex": decision.step,
+                    "stepNumber": decision.step_number,
                     "rule": decision.rule,
                     "ruleDescription": rule_text,
                     "reason": decision.reason,
@@ -220,7 +222,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
     else:
         print(f"decision: {decision.code.value}")
-        print(f"step: {'-' if decision.step is None else decision.step}")
+        # For people: the step counted from 1, as the reason below counts it.
+        print(f"step: {'-' if decision.step_number is None else decision.step_number}")
         # The description ends with the rule's index, "(rules[0])".
         print(f"rule: {rule_text or '-'}")
         print(f"reason: {decision.reason}")

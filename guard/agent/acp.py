@@ -107,15 +107,25 @@ def plan_update_params(
     steps: Sequence[Mapping[str, Any]],
     statuses: Sequence[str],
     plan_updates: bool = True,
+    approval_url: str | None = None,
 ) -> dict[str, Any]:
     """The ``session/update`` params showing the plan with each step's status.
 
     `plan_updates` true gives the v2 ``plan_update`` (items); false the stable v1 ``plan``.
+    Each entry's ``_meta.plangate`` names its step: ``index`` from 0 (in the plan's
+    ``steps``) and ``number`` from 1, as texts for people count (``step`` is ``index``'s
+    older name, kept for the clients that read it). `approval_url`, for a plan awaiting
+    a person's approval, is where they decide: the plan's ``_meta.plangate.approvalUrl``.
     """
     entries = []
     for index, (step, status) in enumerate(zip(steps, statuses, strict=True)):
         content = describe_step(step)
-        meta: dict[str, Any] = {"step": index, "tool": step["tool"]}
+        meta: dict[str, Any] = {
+            "index": index,
+            "number": index + 1,
+            "step": index,
+            "tool": step["tool"],
+        }
         if not plan_updates and status == CANCELLED:
             content = f"[cancelled] {content}"
             meta["status"] = CANCELLED
@@ -133,6 +143,9 @@ def plan_update_params(
                 "_meta": {META_KEY: meta},
             }
         )
+    plan_meta: dict[str, Any] = {"goal": goal}
+    if approval_url is not None:
+        plan_meta["approvalUrl"] = approval_url
     if plan_updates:
         update: dict[str, Any] = {
             "sessionUpdate": "plan_update",
@@ -140,14 +153,14 @@ def plan_update_params(
                 "type": "items",
                 "planId": plan_id,
                 "entries": entries,
-                "_meta": {META_KEY: {"goal": goal}},
+                "_meta": {META_KEY: plan_meta},
             },
         }
     else:
         update = {
             "sessionUpdate": "plan",
             "entries": entries,
-            "_meta": {META_KEY: {"planId": plan_id, "goal": goal}},
+            "_meta": {META_KEY: {"planId": plan_id, **plan_meta}},
         }
     return {"sessionId": session_id, "update": update}
 
@@ -193,6 +206,8 @@ class PlanUpdateView:
     * ``unreadable``: not a session update at all.
 
     `raw` is always the message exactly as given, for storing and forwarding unchanged.
+    `approval_url` is where a person approves a plan that awaits approval, when the plan's
+    ``_meta.plangate.approvalUrl`` names one (Plangate's guard writes it).
     """
 
     kind: str
@@ -206,6 +221,7 @@ class PlanUpdateView:
     markdown: str | None = None
     uri: str | None = None
     problems: tuple[str, ...] = field(default=())
+    approval_url: str | None = None
 
 
 def _string(value: object) -> str | None:
@@ -232,6 +248,13 @@ def _entries(value: object) -> tuple[tuple[PlanEntryView, ...], int, list[str]]:
             skipped += 1
     problems = [f"{skipped} entries without readable content were skipped"] if skipped else []
     return tuple(entries), skipped, problems
+
+
+def _approval_url(holder: Mapping[str, Any]) -> str | None:
+    """``_meta.plangate.approvalUrl`` of a plan (v2) or an update (v1), when it is text."""
+    meta = holder.get("_meta")
+    ours = meta.get(META_KEY) if isinstance(meta, Mapping) else None
+    return _string(ours.get("approvalUrl")) if isinstance(ours, Mapping) else None
 
 
 def _update_of(message: Mapping[str, Any]) -> tuple[Any, str | None]:
@@ -290,6 +313,7 @@ def _read(message: object) -> PlanUpdateView:
             entries=entries,
             skipped_entries=skipped,
             problems=tuple(problems),
+            approval_url=_approval_url(update),
             **common,
         )
     if kind_name != "plan_update":
@@ -309,6 +333,7 @@ def _read(message: object) -> PlanUpdateView:
             entries=entries,
             skipped_entries=skipped,
             problems=tuple(problems),
+            approval_url=_approval_url(content),
             **common,
         )
     if content_type == "markdown":

@@ -33,6 +33,7 @@ __all__ = [
     "MAX_POLL_DELAY",
     "MIN_POLL_DELAY",
     "AwaitingPlan",
+    "approval_url",
     "poll_delay",
     "review_items",
     "wait_for_approval",
@@ -56,7 +57,16 @@ class AwaitingPlan:
     ``_awaiting_approval``; every call meanwhile gets `blocked`.
     """
 
-    __slots__ = ("blocked", "document", "dropped", "hash", "id", "review", "statuses")
+    __slots__ = (
+        "approval_url",
+        "blocked",
+        "document",
+        "dropped",
+        "hash",
+        "id",
+        "review",
+        "statuses",
+    )
 
     def __init__(
         self,
@@ -64,11 +74,14 @@ class AwaitingPlan:
         document: dict[str, Any],
         document_hash: str,
         review: list[dict[str, Any]],
+        approval_url: str | None = None,
     ) -> None:
         self.id = plan_id
         self.document = document
         self.hash = document_hash
         self.review = review
+        # Where a person approves it (the control plane's approval queue), for the user.
+        self.approval_url = approval_url
         self.statuses = [acp.AWAITING_APPROVAL] * len(document["steps"])
         self.dropped = False  # denied, expired, abandoned or closed: it left the session
         self.blocked = CallDecision(
@@ -84,6 +97,15 @@ def review_items(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(review, list):
         return []
     return [item for item in review if isinstance(item, dict)][:_MAX_REVIEW_ITEMS]
+
+
+def approval_url(body: Mapping[str, Any]) -> str | None:
+    """The page where a person decides on the plan (``approvalUrl``), when the control
+    plane sent one: an http(s) URL of reasonable length, else None."""
+    url = body.get("approvalUrl")
+    if isinstance(url, str) and url.startswith(("https://", "http://")) and len(url) <= 2000:
+        return url
+    return None
 
 
 def poll_delay(retry_after: float | None, previous: float | None) -> float:
@@ -168,4 +190,10 @@ def wait_for_approval(
 
 
 def _approval_error(awaiting: AwaitingPlan, code: str, message: str) -> ApprovalError:
-    return ApprovalError(code, message, plan_id=awaiting.id, review=awaiting.review)
+    return ApprovalError(
+        code,
+        message,
+        plan_id=awaiting.id,
+        review=awaiting.review,
+        approval_url=awaiting.approval_url,
+    )

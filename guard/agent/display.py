@@ -79,6 +79,10 @@ class PlanDisplay:
                 steps=plan.document["steps"],
                 statuses=statuses,
                 plan_updates=self.plan_updates,
+                # Only while it awaits: once approved (or dropped) there is nothing to do there.
+                approval_url=getattr(plan, "approval_url", None)
+                if acp.AWAITING_APPROVAL in statuses
+                else None,
             )
         with self._emit_lock:
             if sequence <= self._emitted_sequence:

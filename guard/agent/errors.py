@@ -66,11 +66,19 @@ class ApprovalError(GuardError):
     `Guard.poll_approval` picks it up), ``approval_denied`` (`message` carries the
     approver's reason) or ``approval_expired``. `plan_id` is the plan the control plane
     stored; `review` lists the steps and rules that asked for approval, as the control
-    plane sent them."""
+    plane sent them; `approval_url` is where a person decides (None when the control plane
+    did not say)."""
 
     def __init__(
-        self, code: str, message: str, *, plan_id: str, review: list[dict[str, Any]]
+        self,
+        code: str,
+        message: str,
+        *,
+        plan_id: str,
+        review: list[dict[str, Any]],
+        approval_url: str | None = None,
     ) -> None:
         super().__init__(code, message)
         self.plan_id = plan_id
         self.review = review
+        self.approval_url = approval_url

@@ -40,6 +40,7 @@ from guard.agent.answer import AnswerVerifier
 from guard.agent.approval import (
     DEFAULT_APPROVAL_WAIT,
     AwaitingPlan,
+    approval_url,
     review_items,
     wait_for_approval,
 )
@@ -310,7 +311,9 @@ class Guard:
         # The id goes into the token's URL: only a ULID is taken from the answer.
         if not isinstance(plan_id, str) or not _PLAN_ID.fullmatch(plan_id):
             raise GuardError(TOKEN_INVALID, "the answer carries no valid plan id")
-        awaiting = AwaitingPlan(plan_id, document, document_hash, review_items(body))
+        awaiting = AwaitingPlan(
+            plan_id, document, document_hash, review_items(body), approval_url(body)
+        )
         with self._lock:
             self._refuse_after_output()
             previous, self._plan = self._plan, None

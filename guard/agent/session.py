@@ -63,6 +63,11 @@ class CallDecision:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("CallDecision is immutable")
 
+    @property
+    def step_number(self) -> int | None:
+        """`step` as people count it, from 1 (the reason's "step 2"); None with no step."""
+        return None if self.step is None else self.step + 1
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CallDecision):
             return NotImplemented

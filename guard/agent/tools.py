@@ -129,6 +129,7 @@ def declare_plan_result(
             "errors": error.errors,
             "planId": error.plan_id,
             "review": error.review,
+            **({"approvalUrl": error.approval_url} if error.approval_url else {}),
         }
     except GuardError as error:
         return {

@@ -3,9 +3,10 @@
 A blocked call and a refused declaration are tool errors (``isError: true``) whose text
 starts with the code (``no_plan: ...``), so a model, a person reading a transcript and a
 client's code all find it in the same place; ``_meta["plangate/decision"]`` carries the
-code, step and rule for code. A tool error rather than a JSON-RPC error: the model sees
-tool errors and can correct itself (declare a plan, change an argument), while a JSON-RPC
-error is the client's to handle and the model may never see it.
+code, the step (``stepIndex`` from 0, ``stepNumber`` from 1) and the rule for code. A
+tool error rather than a JSON-RPC error: the model sees tool errors and can correct itself
+(declare a plan, change an argument), while a JSON-RPC error is the client's to handle and
+the model may never see it.
 """
 
 from __future__ import annotations
@@ -55,7 +56,11 @@ def blocked_call_result(decision: CallDecision, *, modern: bool) -> dict[str, An
         "_meta": {
             DECISION_META_KEY: {
                 "code": decision.code.value,
+                # The step: `stepIndex` from 0 (in the plan's steps), `stepNumber` from 1
+                # (as the text counts); `step` is `stepIndex`'s older name, kept for clients.
                 "step": decision.step,
+                "stepIndex": decision.step,
+                "stepNumber": decision.step_number,
                 "rule": decision.rule,
             }
         },

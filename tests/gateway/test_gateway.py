@@ -65,7 +65,15 @@ def test_every_call_before_a_plan_is_blocked_with_no_plan(control_plane):
     for result in results:
         assert result.is_error is True
         assert text(result).startswith("no_plan: ")
-        assert result.meta == {"plangate/decision": {"code": "no_plan", "step": None, "rule": None}}
+        assert result.meta == {
+            "plangate/decision": {
+                "code": "no_plan",
+                "step": None,
+                "stepIndex": None,
+                "stepNumber": None,
+                "rule": None,
+            }
+        }
     assert not Plan.objects.exists()
 
 

@@ -10,8 +10,9 @@ from mcp_types import (
     JSONRPCResponse,
 )
 
-from guard.agent.session import NO_PLAN
+from guard.agent.session import NO_PLAN, CallDecision
 from guard.agent.tools import DECLARE_PLAN_TOOL, mcp_tool
+from guard.decisions import Decision
 from guard.gateway.results import (
     blocked_call_result,
     call_completed,
@@ -38,9 +39,28 @@ def test_a_blocked_call_is_a_tool_error_starting_with_its_code():
 
     assert legacy["isError"] is True
     assert legacy["content"][0]["text"] == f"no_plan: {NO_PLAN.reason}"
-    assert legacy["_meta"] == {"plangate/decision": {"code": "no_plan", "step": None, "rule": None}}
+    assert legacy["_meta"] == {
+        "plangate/decision": {
+            "code": "no_plan",
+            "step": None,
+            "stepIndex": None,
+            "stepNumber": None,
+            "rule": None,
+        }
+    }
     assert "resultType" not in legacy
     assert modern == {**legacy, "resultType": "complete"}
+
+
+def test_a_blocked_calls_step_is_named_by_its_index_and_its_number():
+    spent = CallDecision(
+        Decision.MAX_CALLS_EXCEEDED, "every matching step has used its maxCalls: step 2", 1
+    )
+
+    meta = blocked_call_result(spent, modern=False)["_meta"]["plangate/decision"]
+
+    # `stepIndex` into the plan's steps, `stepNumber` as the text counts; `step` = the index.
+    assert (meta["stepIndex"], meta["stepNumber"], meta["step"]) == (1, 2, 1)
 
 
 def test_a_refused_declaration_is_a_tool_error_with_its_code_and_the_guards_result():

@@ -432,3 +432,43 @@ def test_concurrent_progress_ends_on_a_message_showing_the_final_state(make_guar
     assert statuses(messages[-1]) == ["completed"] * len(tools)
     for message in messages:
         assert_valid_v2(assert_notification(message))
+
+
+def test_each_entry_names_its_step_by_index_and_number_in_both_versions():
+    document = validate_plan(THREE_STEPS)
+    for plan_updates in (True, False):
+        params = plan_update_params(
+            session_id="s",
+            plan_id="p",
+            goal=document["goal"],
+            steps=document["steps"],
+            statuses=["pending"] * 3,
+            plan_updates=plan_updates,
+        )
+        update = params["update"]
+        entries = update["plan"]["entries"] if plan_updates else update["entries"]
+
+        # `index` into the plan's steps, `number` as people count; `step` = the index.
+        assert [
+            {key: entry["_meta"]["plangate"][key] for key in ("index", "number", "step")}
+            for entry in entries
+        ] == [{"index": i, "number": i + 1, "step": i} for i in range(3)]
+        (assert_valid_v2 if plan_updates else assert_valid_v1)(params)
+
+
+def test_a_plan_awaiting_approval_says_where_a_person_approves_it():
+    document = validate_plan(THREE_STEPS)
+    url = "http://localhost:8000/admin/notify/approvalrequest/p/change/"
+    for plan_updates in (True, False):
+        params = plan_update_params(
+            session_id="s",
+            plan_id="p",
+            goal=document["goal"],
+            steps=document["steps"],
+            statuses=[acp.AWAITING_APPROVAL] * 3,
+            plan_updates=plan_updates,
+            approval_url=url,
+        )
+
+        assert read_plan_update(params).approval_url == url
+        (assert_valid_v2 if plan_updates else assert_valid_v1)(params)

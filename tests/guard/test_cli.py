@@ -161,7 +161,8 @@ def test_check_an_allowed_call_prints_code_step_and_rule_and_exits_0(tmp_path):
 
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[:3] == ["decision: allowed", "step: 0", "rule: allow github_* (rules[0])"]
+    # The step as the reason counts it, from 1.
+    assert lines[:3] == ["decision: allowed", "step: 1", "rule: allow github_* (rules[0])"]
     assert lines[3].startswith("reason: step 1 (github_list_issues) of the plan")
 
 
@@ -189,6 +190,7 @@ def test_check_a_call_the_policy_denies_names_the_step_and_rule(tmp_path):
     assert result.returncode == 1
     call = json.loads(result.stdout)["call"]
     assert (call["decision"], call["step"], call["rule"]) == ("policy_denied", 0, None)
+    assert (call["stepIndex"], call["stepNumber"]) == (0, 1)
     assert "the policy default" in call["reason"]
 
 

@@ -44,6 +44,7 @@ from members.models import email_normalize, running_agents_stop_within
 from . import admin_keys  # noqa: F401  (registers SigningKeyAdmin)
 from .admin_decisions import AgentChoiceFilter, SuggestedToolFilter
 from .admin_display import (
+    approval_html,
     blocked_attempts,
     displayed_plan,
     plan_display_status,
@@ -51,6 +52,7 @@ from .admin_display import (
     step_reports,
 )
 from .admin_timeline import decisions_list_url, plan_timeline, timeline_url
+from .approvals import plan_approval_columns
 from .models import Plan, PlanToken, SigningKey
 from .selectors import planned_tools, plans_planning_tool
 from .services import plan_revoke
@@ -209,6 +211,10 @@ class PlanAdmin(ExportMixin, ReadOnlyAdmin):
         ("ended_at", "ended_at"),
         ("end_reason", "end_reason"),
         ("decisions_lost", "decisions_lost"),
+        # Annotated by export_queryset: an approved plan's approval, null for any other.
+        ("approved_by", "approved_by"),
+        ("approved_at", "approved_at"),
+        ("approval_reason", "approved_reason"),
     )
 
     def get_queryset(self, request: HttpRequest):
@@ -219,6 +225,9 @@ class PlanAdmin(ExportMixin, ReadOnlyAdmin):
             .get_queryset(request)
             .select_related("member", "agent", "team", "policy_version__policy")
         )
+
+    def export_queryset(self, request: HttpRequest):
+        return super().export_queryset(request).annotate(**plan_approval_columns())
 
     def changelist_view(self, request, extra_context=None):
         return super().changelist_view(request, {"title": "Issued plans", **(extra_context or {})})
@@ -342,6 +351,7 @@ class PlanAdmin(ExportMixin, ReadOnlyAdmin):
                     "agent_link": admin_link(plan.agent),
                     "steps": step_reports(plan),
                     "blocked": blocked_attempts(plan),
+                    "approval": approval_html(plan),
                     "displayed": displayed_plan(plan),
                     "tokens": [
                         (

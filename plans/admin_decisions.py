@@ -27,8 +27,9 @@ from kernel.json_format import pretty_json
 from members.models import Agent, email_normalize
 from policies.models import PolicyVersion
 
-from .admin_display import constraints_html, step_label, step_number
+from .admin_display import approval_html, constraints_html, step_label, step_number
 from .admin_timeline import decision_rule, decision_rule_html, timeline_url
+from .approvals import plan_approval_columns
 from .models import PlanEvent
 
 
@@ -175,6 +176,7 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
             {
                 "fields": [
                     "plan_link",
+                    "plan_approval",
                     "occurred",
                     "received",
                     "member_email",
@@ -194,6 +196,7 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
     ]
     readonly_fields: ClassVar[tuple[str, ...]] = (
         "plan_link",
+        "plan_approval",
         "occurred",
         "received",
         "member_email",
@@ -228,6 +231,10 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         ("reason", "reason"),
         ("args_digest", "args_digest"),
         ("args", "args"),
+        # The plan's approval, when a person gave one (annotated by export_queryset).
+        ("approved_by", "approved_by"),
+        ("approved_at", "approved_at"),
+        ("approval_reason", "approved_reason"),
     )
 
     def changelist_view(self, request, extra_context=None):
@@ -237,6 +244,11 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
     def change_view(self, request, object_id, form_url="", extra_context=None):
         context = {"title": "Guard decision", **(extra_context or {})}
         return super().change_view(request, object_id, form_url, context)
+
+    def export_queryset(self, request: HttpRequest):
+        # The approval's columns from the plan row the export already joins: no query
+        # per row.
+        return super().export_queryset(request).annotate(**plan_approval_columns("plan__"))
 
     def get_queryset(self, request: HttpRequest):
         # The plan's member and agent and the version each decision was made under, with
@@ -309,6 +321,10 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
     @admin.display(description="step")
     def step_shown(self, event: PlanEvent) -> str:
         return step_label(event.step)
+
+    @admin.display(description="plan's approval")
+    def plan_approval(self, event: PlanEvent) -> str:
+        return approval_html(event.plan) or "None needed: no review rule asked for one."
 
     @admin.display(description="policy version")
     def policy_version_link(self, event: PlanEvent) -> str:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db.models import Count
+from django.utils import dateformat, timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
@@ -362,3 +364,42 @@ def plan_display_status(plan: Plan, now=None) -> str:
 
 def status_badge(status: str) -> SafeString:
     return format_html('<span class="plangate-badge {}">{}</span>', status, status)
+
+
+def approval_html(plan: Plan) -> SafeString:
+    """A plan's approval as a person reads it (docs/decisions/0057): who decided, when and
+    why; or how long it waits, with its page in the approval queue; "" when no review rule
+    asked for one. The plan's page and each of its decisions' pages show it."""
+    if not plan.approval:
+        return mark_safe("")
+    when = plan.approval_decided_at
+    reason = format_html(" · reason: {}", plan.approval_reason) if plan.approval_reason else ""
+    if plan.approval in (Plan.Approval.APPROVED, Plan.Approval.DENIED) and when is not None:
+        return format_html(
+            '<span class="plangate-badge {}">{}</span> by {} at {}{}',
+            "ok" if plan.approval == Plan.Approval.APPROVED else "bad",
+            plan.approval,
+            plan.approval_by,
+            _moment(when),
+            reason,
+        )
+    if plan.approval == Plan.Approval.EXPIRED:
+        return format_html(
+            '<span class="plangate-badge bad">expired</span> nobody decided by {}',
+            _deadline(plan),
+        )
+    return format_html(
+        '<span class="plangate-badge warn">pending</span> waits for a person until {} · '
+        '<a href="{}">open it in the approval queue</a>',
+        _deadline(plan),
+        change_url("notify", "approvalrequest", plan.pk),
+    )
+
+
+def _moment(value: datetime) -> str:
+    # As the plan's page writes its times (``date:"Y-m-d H:i:s e"``).
+    return dateformat.format(timezone.localtime(value), "Y-m-d H:i:s e")
+
+
+def _deadline(plan: Plan) -> str:
+    return _moment(plan.approval_deadline) if plan.approval_deadline is not None else "—"

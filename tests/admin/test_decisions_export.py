@@ -140,6 +140,7 @@ def test_the_export_read_as_values_says_what_the_instances_say(auditor_client, a
     columns read from model instances by ``column_value`` give the same file."""
     from kernel.admin_export import csv_lines
     from plans.admin_decisions import PlanEventAdmin
+    from plans.approvals import plan_approval_columns
     from plans.models import PlanEvent
 
     plan, start = refreshed
@@ -155,9 +156,12 @@ def test_the_export_read_as_values_says_what_the_instances_say(auditor_client, a
         ],
         1,
     )
-    instances = PlanEvent.objects.select_related(
-        "plan__agent", "plan__member", "decided_under__policy"
-    ).order_by("-occurred_at", "-id")
+    # The approval's columns are annotations of the export's query (plan_approval_columns).
+    instances = (
+        PlanEvent.objects.select_related("plan__agent", "plan__member", "decided_under__policy")
+        .annotate(**plan_approval_columns("plan__"))
+        .order_by("-occurred_at", "-id")
+    )
 
     rows, _, _ = export_rows(auditor_client, {"q": plan.pk})
 

@@ -26,7 +26,7 @@ from kernel.json_format import readable_json
 
 from .impact import PolicyImpact
 from .models import PolicyVersion
-from .references import policy_reference_warnings
+from .references import policy_reference_warnings, policy_rule_findings
 
 if TYPE_CHECKING:
     from .admin import PolicyForm
@@ -123,6 +123,7 @@ def impact_context(
             old_document, impact.document, old_label=old_label, new_label=new_label
         ),
         "reference_warnings": policy_reference_warnings(team=policy.team, document=impact.document),
+        "rule_findings": policy_rule_findings(team=policy.team, document=impact.document),
     }
 
 

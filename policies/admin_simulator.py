@@ -29,6 +29,7 @@ from members.models import Member
 
 from .admin_preview import document_diff_html, rules_table_html
 from .models import Policy, PolicyVersion
+from .references import policy_rule_findings
 from .selectors import policy_active_version
 from .simulator import (
     CallSimulation,
@@ -270,6 +271,7 @@ class DraftSimulatorMixin(admin.ModelAdmin):
                 draft=draft,
                 draft_diff=_draft_diff(draft),
                 draft_rules=rules_table_html(draft.document),
+                rule_findings=policy_rule_findings(team=policy.team, document=draft.document),
                 **_result_context(form, result),
             )
         request.current_app = self.admin_site.name

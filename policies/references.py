@@ -5,7 +5,9 @@ it exists, and renaming a role leaves the policies naming its old name (their ru
 match nobody). So nothing here refuses anything. Publishing warns about names the team
 does not have (``policy_reference_warnings``, which every door that saves a policy calls);
 a role's or group's page lists the active rules that name it, and renaming or deleting one
-that is named asks first (``policy_rules_naming``).
+that is named asks first (``policy_rules_naming``). The rules that can never take effect
+(a review rule naming only roles the team lacks, among others) are the guard's findings,
+given the team's names here (``policy_rule_findings``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Literal
 from django.db.models import F
 
 from guard.errors import FieldError
+from guard.policy_findings import RuleFinding, policy_findings
 from members.models import Group, Role, Team
 
 from .models import PolicyVersion, active_version_annotations
@@ -83,6 +86,25 @@ def policy_reference_warnings(*, team: Team, document: object) -> list[FieldErro
                     detail += f' (did you mean "{alike[0]}"?)'
                 warnings.append(FieldError(f"rules[{index}].{field}[{position}]", detail))
     return warnings
+
+
+def policy_rule_findings(*, team: Team, document: dict[str, Any]) -> list[RuleFinding]:
+    """The allow and review rules of a validated ``document`` that never take effect in
+    ``team`` (guard.policy_findings), judged with the team's role and group names, which
+    are read only when a review rule names some."""
+    rules = _rules(document)
+    named = any(
+        rule.get("effect") == "review" and _named(rule, field)
+        for rule in rules
+        for field, _ in _SCOPES
+    )
+    if not named:
+        return policy_findings(document)
+    return policy_findings(
+        document,
+        roles=set(Role.objects.filter(team=team).values_list("name", flat=True)),
+        groups=set(Group.objects.filter(team=team).values_list("name", flat=True)),
+    )
 
 
 def _case_variants(name: str, names: set[str]) -> set[str]:

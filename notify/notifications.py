@@ -13,13 +13,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
-from django.contrib.admin.utils import quote
 from django.core.mail import send_mail
-from django.urls import reverse
 from django.utils import timezone
 
-from plans.approvals import approval_unavailable_detail
+from plans.approvals import approval_queue_url, approval_unavailable_detail
 from plans.models import Plan
 
 from .models import TeamWebhook
@@ -29,12 +26,6 @@ from .selectors import approval_recipients
 logger = logging.getLogger(__name__)
 
 APPROVAL_REQUESTED = "approval_requested"
-
-
-def approval_queue_url(plan: Plan) -> str:
-    """The absolute address of ``plan`` in the admin's approval queue."""
-    path = reverse("admin:notify_approvalrequest_change", args=[quote(plan.pk)])
-    return settings.PLANGATE_ISSUER.rstrip("/") + path
 
 
 def approval_payload(plan: Plan, *, event: str = APPROVAL_REQUESTED) -> dict[str, Any]:

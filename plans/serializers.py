@@ -31,7 +31,7 @@ from guard.policy_evaluation import (
     StepWarning,
 )
 
-from .approvals import APPROVAL_UNAVAILABLE, ApprovalRequested
+from .approvals import APPROVAL_UNAVAILABLE, ApprovalRequested, approval_queue_url
 from .models import Plan, PlanToken
 from .services import IssuedToken, token_ttl_bounds
 
@@ -385,9 +385,16 @@ class ReviewStepSerializer(serializers.Serializer):
     """A plan step that a policy's review rule sends to a person."""
 
     path = serializers.CharField(help_text="the step, as `plan.steps[<n>]`")
-    step = serializers.IntegerField(help_text="the step's index, from 0")
+    step = serializers.IntegerField(help_text="the step's index, from 0 (`stepIndex`'s older name)")
+    stepIndex = serializers.IntegerField(source="step", help_text="the step's index, from 0")
+    stepNumber = serializers.SerializerMethodField(
+        help_text="the step as people count it, from 1 (the admin, exports, guard messages)"
+    )
     tool = serializers.CharField()
     rule = ReviewRuleSerializer()
+
+    def get_stepNumber(self, entry: Mapping[str, Any]) -> int:
+        return int(entry["step"]) + 1
 
 
 @extend_schema_field({"type": "string", "pattern": f"^{Plan.Status.PENDING_APPROVAL.value}$"})
@@ -426,12 +433,18 @@ class ApprovalRequestedSerializer(serializers.Serializer):
     warnings = serializers.SerializerMethodField(
         help_text="what may keep the plan from being decided (empty when there is none)"
     )
+    approvalUrl = serializers.SerializerMethodField(
+        help_text="where a person approves or denies the plan: its page in the approval queue"
+    )
 
     @extend_schema_field(ApprovalWarningSerializer(many=True))
     def get_warnings(self, requested: ApprovalRequested) -> list[dict[str, str]]:
         if not requested.unavailable:
             return []
         return [{"path": "plan", "code": APPROVAL_UNAVAILABLE, "detail": requested.unavailable}]
+
+    def get_approvalUrl(self, requested: ApprovalRequested) -> str:
+        return approval_queue_url(requested.plan)
 
 
 class TokenHistorySerializer(serializers.ListSerializer):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
@@ -48,10 +49,16 @@ def test_a_plan_with_a_reviewed_step_waits_for_a_person_and_nothing_is_signed(
         {
             "path": "plan.steps[1]",
             "step": 1,
+            "stepIndex": 1,
+            "stepNumber": 2,  # as the approval page and the guard's messages count it
             "tool": "send_email",
             "rule": {"index": 2, "description": "mail leaves the company (rules[2])"},
         }
     ]
+    # Where a person decides: the plan's page in the approval queue.
+    assert body["approvalUrl"] == (
+        f"{settings.PLANGATE_ISSUER}/admin/notify/approvalrequest/{body['id']}/change/"
+    )
     assert "token" not in body
     assert response["Location"].endswith(f"/v1/plans/{body['id']}/token")
     plan = Plan.objects.get(pk=body["id"])

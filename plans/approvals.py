@@ -24,7 +24,17 @@ from django.conf import settings
 from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import (
+    Case,
+    CharField,
+    DateTimeField,
+    F,
+    Q,
+    QuerySet,
+    TextField,
+    Value,
+    When,
+)
 from django.dispatch import Signal
 from django.urls import reverse
 from django.utils import timezone
@@ -139,6 +149,25 @@ def approval_unavailable_detail(plan: Plan) -> str:
         " may decide it. It waits until its deadline; an admin can add an approver to the"
         " team meanwhile."
     )
+
+
+def plan_approval_columns(path: str = "") -> dict[str, Case]:
+    """Annotations of a query reaching a plan by ``path`` (``"plan__"`` from its
+    decisions): ``approved_by``, ``approved_at`` and ``approved_reason`` of an approved
+    plan, null for any other (a denial is not an approval). Read from the joined row, so
+    an export of many rows adds no query per row."""
+    approved = Q(**{f"{path}approval": Plan.Approval.APPROVED})
+
+    def when_approved(field: str, output: CharField | DateTimeField | TextField) -> Case:
+        return Case(
+            When(approved, then=F(f"{path}{field}")), default=Value(None), output_field=output
+        )
+
+    return {
+        "approved_by": when_approved("approval_by", CharField()),
+        "approved_at": when_approved("approval_decided_at", DateTimeField()),
+        "approved_reason": when_approved("approval_reason", TextField()),
+    }
 
 
 def _waits(plan: Plan) -> bool:

@@ -24,7 +24,7 @@ from django.utils.html import format_html, format_html_join
 
 from kernel.json_format import readable_json
 
-from .impact import PolicyImpact
+from .impact import AffectedPlan, PolicyImpact, WarnedPlan
 from .models import PolicyVersion
 from .references import policy_reference_warnings, policy_rule_findings
 
@@ -97,6 +97,16 @@ def rules_table_html(document: object) -> str:
     )
 
 
+def _plan_row(plan: AffectedPlan | WarnedPlan) -> dict[str, Any]:
+    """A listed plan with the links to its plan, agent and member pages."""
+    return {
+        "plan": plan,
+        "plan_url": reverse("admin:plans_plan_change", args=[quote(plan.id)]),
+        "agent_url": reverse("admin:members_agent_change", args=[quote(plan.agent_id)]),
+        "member_url": reverse("admin:members_member_change", args=[quote(plan.member_id)]),
+    }
+
+
 def impact_context(
     impact: PolicyImpact, *, active: PolicyVersion | None, new_label: str
 ) -> dict[str, Any]:
@@ -104,20 +114,14 @@ def impact_context(
     ``impact.document`` over the ``active`` version would do. The edit preview and the
     confirmation of "Publish this version again" both show it, so both say the same."""
     policy = impact.policy
-    rows: list[dict[str, Any]] = [
-        {
-            "plan": plan,
-            "plan_url": reverse("admin:plans_plan_change", args=[quote(plan.id)]),
-            "agent_url": reverse("admin:members_agent_change", args=[quote(plan.agent_id)]),
-            "member_url": reverse("admin:members_member_change", args=[quote(plan.member_id)]),
-        }
-        for plan in impact.plans
-    ]
+    rows = [_plan_row(plan) for plan in impact.plans]
+    warned_rows = [_plan_row(plan) for plan in impact.warned]
     old_document = active.document if active is not None else {}
     old_label = f"{policy.slug} v{active.number} (active)" if active is not None else "(none)"
     return {
         "impact": impact,
         "rows": rows,
+        "warned_rows": warned_rows,
         "diff_title": f"Changes from version {active.number}" if active else "The document",
         "diff": document_diff_html(
             old_document, impact.document, old_label=old_label, new_label=new_label

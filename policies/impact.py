@@ -6,7 +6,13 @@ agent's current policy, not the one the plan was issued under). Each is checked 
 check the refresh itself runs, ``guard.policy_evaluation.evaluate_plan``, on the member's
 role and groups as they are now; a plan with a refused step would be ``policy_denied`` at
 its next refresh, and one with a step a review rule now sends to a person that nobody
-approved (``guard.policy_review``) would be ``approval_required``. Nothing is written.
+approved (``guard.policy_review``) would be ``approval_required``. A step is refused too when
+it pins an argument to values no rule admitting its tool lets through (``guard.relation``:
+disjoint, as a rule narrowed from ``acme/*`` to ``acme/public-*`` is from a step pinning
+``acme/app``). A plan that is not refused but some of whose calls the document would refuse
+(``guard.policy_evaluation.plan_argument_warnings``: an argument left free, or pinned to
+values the rules admit only in part, or of which that cannot be decided) is counted and
+listed apart, with the paths of those arguments. Nothing is written.
 
 Plans are read in chunks by id, as plain values (the role's name, the groups' sorted
 names: what ``plans.services`` reads for a token), so a team with 100,000 live plans is
@@ -25,7 +31,7 @@ from typing import Any, Final, NamedTuple
 
 from django.utils import timezone
 
-from guard.policy_evaluation import StepDenial, evaluate_plan
+from guard.policy_evaluation import StepDenial, StepWarning, evaluate_plan, plan_argument_warnings
 from guard.policy_review import plan_reviews
 from members.models import Member
 from plans.models import Plan
@@ -51,11 +57,20 @@ class RefusedStep:
     tool: str
     rule: int | None
     reason: str
+    #: ``steps[<index>]``, or ``steps[<index>].args.<name>`` for the argument no admitting
+    #: rule lets through, as the ``policy_denied`` answer names it (under ``plan.``)
+    path: str = ""
 
     @classmethod
     def from_denial(cls, denial: StepDenial) -> RefusedStep:
         """The guard's evaluation's refusal of a step, as the control plane shows it."""
-        return cls(index=denial.step, tool=denial.tool, rule=denial.rule, reason=denial.reason)
+        return cls(
+            index=denial.step,
+            tool=denial.tool,
+            rule=denial.rule,
+            reason=denial.reason,
+            path=denial.path,
+        )
 
     @property
     def number(self) -> int:
@@ -63,7 +78,13 @@ class RefusedStep:
         return self.index + 1
 
     def as_json(self) -> dict[str, Any]:
-        return {"index": self.index, "tool": self.tool, "rule": self.rule, "reason": self.reason}
+        return {
+            "index": self.index,
+            "tool": self.tool,
+            "rule": self.rule,
+            "reason": self.reason,
+            "path": self.path,
+        }
 
 
 @dataclass(frozen=True)
@@ -92,10 +113,77 @@ class AffectedPlan:
 
 
 @dataclass(frozen=True)
+class WarnedStep:
+    """An argument of a step of a live plan for which the document would refuse some
+    calls: ``path`` is ``steps[<index>].args.<name>``, as the ``warnings`` of a refresh name
+    it (under ``plan.``); ``rule`` is the first rule concerned."""
+
+    index: int
+    tool: str
+    path: str
+    code: str
+    rule: int
+    detail: str
+
+    @classmethod
+    def from_warning(cls, warning: StepWarning) -> WarnedStep:
+        return cls(
+            index=warning.step,
+            tool=warning.tool,
+            path=warning.path,
+            code=warning.code,
+            rule=warning.rule,
+            detail=warning.detail,
+        )
+
+    @property
+    def number(self) -> int:
+        """The step as people count it, from 1."""
+        return self.index + 1
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "tool": self.tool,
+            "path": self.path,
+            "code": self.code,
+            "rule": self.rule,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class WarnedPlan:
+    """A live plan the document would still renew, some of whose calls it would refuse."""
+
+    id: str
+    goal: str
+    agent_id: str
+    agent: str
+    member_id: int
+    user: str
+    role: str | None
+    groups: tuple[str, ...]
+    warnings: tuple[WarnedStep, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "user": self.user,
+            "role": self.role,
+            "groups": list(self.groups),
+            "warnings": [warning.as_json() for warning in self.warnings],
+        }
+
+
+@dataclass(frozen=True)
 class PolicyImpact:
     """The effect of publishing ``document`` over the policy's ``current_version`` (None
     when nothing is published yet): ``plans_checked`` live plans, of which
-    ``plans_affected`` would be refused; ``plans`` lists the first of those, by plan id."""
+    ``plans_affected`` would be refused; ``plans`` lists the first of those, by plan id.
+    Of the others, ``plans_warned`` would see some of their calls refused; ``warned``
+    lists the first of those."""
 
     policy: Policy
     document: dict[str, Any]
@@ -103,10 +191,16 @@ class PolicyImpact:
     plans_checked: int
     plans_affected: int
     plans: tuple[AffectedPlan, ...]
+    plans_warned: int = 0
+    warned: tuple[WarnedPlan, ...] = ()
 
     @property
     def listed_all(self) -> bool:
         return len(self.plans) == self.plans_affected
+
+    @property
+    def listed_all_warned(self) -> bool:
+        return len(self.warned) == self.plans_warned
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -115,6 +209,8 @@ class PolicyImpact:
             "plansChecked": self.plans_checked,
             "plansAffected": self.plans_affected,
             "plans": [plan.as_json() for plan in self.plans],
+            "plansWarned": self.plans_warned,
+            "warned": [plan.as_json() for plan in self.warned],
         }
 
 
@@ -185,34 +281,76 @@ def member_role_and_groups(member: Member) -> tuple[str | None, tuple[str, ...]]
     return (member.role.name if member.role else None), tuple(member.group_names())
 
 
+class _Verdict(NamedTuple):
+    """What the document does to one step: its refusal (None: admitted), whether that
+    refusal is a review's (which an approval lifts), and its warnings."""
+
+    denial: StepDenial | None
+    review: bool
+    warnings: tuple[StepWarning, ...]
+
+
+_ADMITTED: Final = _Verdict(None, False, ())
+
+
 class _StepVerdicts:
     """``evaluate_plan``'s verdicts, remembered per step. It judges each step on its own
     (one StepDenial per refused step, whose reason does not depend on the step's place), and
     plans repeat steps far more than whole step lists: a step seen before, for the same role
-    and groups, is not evaluated again. At most MAX_REMEMBERED_VERDICTS are kept."""
+    and groups, is not evaluated again. At most MAX_REMEMBERED_VERDICTS are kept. The
+    warnings of an admitted step (``plan_argument_warnings``) are remembered alike."""
 
     def __init__(self, policy: dict[str, Any]) -> None:
         self.policy = policy
-        # A step's refusal, and whether it is a review's (which an approval lifts).
-        self.known: dict[
-            tuple[str, str | None, tuple[str, ...]], tuple[StepDenial, bool] | None
-        ] = {}
+        self.known: dict[tuple[str, str | None, tuple[str, ...]], _Verdict] = {}
 
-    def _judge(
-        self, step: dict[str, Any], role: str | None, groups: tuple[str, ...]
-    ) -> tuple[StepDenial, bool] | None:
+    def _judge(self, step: dict[str, Any], role: str | None, groups: tuple[str, ...]) -> _Verdict:
         """The step's refusal; or, for an admitted step a review rule sends to a person,
-        that review as a refusal that an approval of the step lifts."""
+        that review as a refusal that an approval of the step lifts; and the warnings of an
+        admitted step."""
         alone = {"steps": [step]}
         denials = evaluate_plan(self.policy, alone, role=role, groups=groups)
         if denials:
-            return denials[0], False
+            return _Verdict(denials[0], False, ())
+        warnings = tuple(
+            plan_argument_warnings(self.policy, alone, role=role, groups=groups, denials=())
+        )
         reviews = plan_reviews(self.policy, alone, role=role, groups=groups, denials=())
         if not reviews:
-            return None
+            return _Verdict(None, False, warnings) if warnings else _ADMITTED
         review = reviews[0]
         reason = f"{review.description} asks a person to approve it (approval_required)"
-        return StepDenial(0, review.tool, review.rule, reason), True
+        return _Verdict(StepDenial(0, review.tool, review.rule, reason), True, warnings)
+
+    def _verdict(self, step: dict[str, Any], role: str | None, groups: tuple[str, ...]) -> _Verdict:
+        key = (json.dumps(step, sort_keys=True), role, groups)
+        verdict = self.known.get(key)
+        if verdict is None:
+            verdict = self._judge(step, role, groups)
+            if len(self.known) >= MAX_REMEMBERED_VERDICTS:
+                self.known.clear()  # memory stays bounded however varied the steps
+            self.known[key] = verdict
+        return verdict
+
+    def judge(
+        self,
+        plan: dict[str, Any],
+        role: str | None,
+        groups: tuple[str, ...],
+        approved: frozenset[int] = frozenset(),
+    ) -> tuple[list[StepDenial], list[StepWarning]]:
+        """The steps refused at the next refresh (denied, or under review and not among
+        the ``approved`` steps: plans.approvals.approval_still_covers), and the warnings
+        of the steps it admits."""
+        denials: list[StepDenial] = []
+        warnings: list[StepWarning] = []
+        for index, step in enumerate(plan["steps"]):
+            verdict = self._verdict(step, role, groups)
+            if verdict.denial is not None and not (verdict.review and index in approved):
+                denials.append(replace(verdict.denial, step=index))
+            else:
+                warnings.extend(replace(warning, step=index) for warning in verdict.warnings)
+        return denials, warnings
 
     def denials(
         self,
@@ -221,21 +359,8 @@ class _StepVerdicts:
         groups: tuple[str, ...],
         approved: frozenset[int] = frozenset(),
     ) -> list[StepDenial]:
-        """The steps refused at the next refresh: denied, or under review and not among
-        the ``approved`` steps (plans.approvals.approval_still_covers)."""
-        found = []
-        for index, step in enumerate(plan["steps"]):
-            key = (json.dumps(step, sort_keys=True), role, groups)
-            if key in self.known:
-                verdict = self.known[key]
-            else:
-                verdict = self._judge(step, role, groups)
-                if len(self.known) >= MAX_REMEMBERED_VERDICTS:
-                    self.known.clear()  # memory stays bounded however varied the steps
-                self.known[key] = verdict
-            if verdict is not None and not (verdict[1] and index in approved):
-                found.append(replace(verdict[0], step=index))
-        return found
+        """The steps refused at the next refresh (see `judge`)."""
+        return self.judge(plan, role, groups, approved)[0]
 
 
 def policy_impact(
@@ -252,19 +377,23 @@ def policy_impact(
     now = now or timezone.now()
     current = policy_active_version(policy=policy)
     verdicts = _StepVerdicts(normalized)
-    checked = affected = 0
+    checked = affected = warned = 0
     listed: list[AffectedPlan] = []
+    listed_warned: list[WarnedPlan] = []
     for chunk in _chunks(policy, now):
         for plan, groups in chunk:
             checked += 1
             role = plan.role
             approved = frozenset(entry["step"] for entry in plan.review)
-            denials = verdicts.denials(plan.document, role, groups, approved)
-            if not denials:
-                continue
-            affected += 1
-            if len(listed) < limit:
-                listed.append(_affected(plan, role, groups, denials))
+            denials, warnings = verdicts.judge(plan.document, role, groups, approved)
+            if denials:
+                affected += 1
+                if len(listed) < limit:
+                    listed.append(_affected(plan, role, groups, denials))
+            elif warnings:
+                warned += 1
+                if len(listed_warned) < limit:
+                    listed_warned.append(_warned(plan, role, groups, warnings))
     return PolicyImpact(
         policy=policy,
         document=normalized,
@@ -272,6 +401,8 @@ def policy_impact(
         plans_checked=checked,
         plans_affected=affected,
         plans=tuple(listed),
+        plans_warned=warned,
+        warned=tuple(listed_warned),
     )
 
 
@@ -288,4 +419,20 @@ def _affected(
         role=role,
         groups=groups,
         steps=tuple(RefusedStep.from_denial(denial) for denial in denials),
+    )
+
+
+def _warned(
+    plan: _LivePlan, role: str | None, groups: tuple[str, ...], warnings: list[StepWarning]
+) -> WarnedPlan:
+    return WarnedPlan(
+        id=plan.id,
+        goal=plan.goal,
+        agent_id=plan.agent_id,
+        agent=plan.agent,
+        member_id=plan.member_id,
+        user=plan.user,
+        role=role,
+        groups=groups,
+        warnings=tuple(WarnedStep.from_warning(warning) for warning in warnings),
     )

@@ -164,6 +164,7 @@ def test_preview_policy_prints_the_affected_plans_as_json_and_exits_0(agent, tmp
                     "tool": "send_email",
                     "rule": 4,
                     "reason": 'deny rule "no mail" forbids tool send_email',
+                    "path": "steps[1]",
                 }
             ],
         }

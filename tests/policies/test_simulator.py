@@ -155,7 +155,7 @@ def test_issuance_warnings_are_part_of_the_plans_answer(member, policy_version):
     document = plan_document(steps=[{"tool": "github_list_issues"}])
     answer = simulate_plan(version=policy_version, member=member, document=document).as_json()
     assert answer["decision"] == "allowed"
-    assert [warning["path"] for warning in answer["warnings"]] == ["plan.steps[0]"]
+    assert [warning["path"] for warning in answer["warnings"]] == ["plan.steps[0].args.repo"]
 
 
 def test_the_simulated_member_is_the_one_chosen_and_of_the_team(

@@ -64,3 +64,9 @@ class Channel(filesystem.Channel):
 
 class Transport(filesystem.Transport):
     Channel = Channel
+
+    def __init__(self, client: Any, **kwargs: Any) -> None:
+        # A folder has no host; kombu names it "localhost" anyway, with a warning at every
+        # connection, which `make run` would show on the terminal: name it first.
+        client.hostname = client.hostname or "localhost"
+        super().__init__(client, **kwargs)

@@ -122,15 +122,18 @@ def test_a_refused_command_records_nothing(team, member):
 # --- make run's seeding -------------------------------------------------------------------------
 
 
-def seed_as_make_run() -> None:
-    """``seed_demo`` with the arguments ``make run`` passes it (scripts/run_local.py)."""
+def seed_as_make_run(*options: str) -> str:
+    """``seed_demo`` with the arguments ``make run`` passes it (scripts/run_local.py); the
+    API key it printed."""
     (arguments,) = [c for c in start_commands("http://localhost:8000") if c[0] == "seed_demo"]
     assert "--actor" in arguments
-    call_command(*arguments, "--admin-password", "seed", stdout=StringIO())
+    out = StringIO()
+    call_command(*arguments, "--admin-password", "seed", *options, stdout=out)
+    return out.getvalue().split("API key: ")[1].split()[0]
 
 
-def test_make_run_seeds_as_make_run_and_a_second_start_records_only_the_renewed_key(db):
-    seed_as_make_run()
+def test_make_run_seeds_as_make_run_and_a_second_start_records_nothing(db):
+    printed = seed_as_make_run()
     team = Team.objects.get(slug="default")
     first = changes(team)
     assert {record.actor for record in first} == {MAKE_RUN} == {"make run"}
@@ -145,8 +148,12 @@ def test_make_run_seeds_as_make_run_and_a_second_start_records_only_the_renewed_
         ("api_key", "created"),
     }
 
-    seed_as_make_run()
+    # The next start keeps the printed key (make run passes it from var/local.env).
+    assert seed_as_make_run("--api-key", printed) == printed
+    assert changes(team)[len(first) :] == []
 
+    # A start without it (local.env lost) renews the key.
+    seed_as_make_run()
     again = changes(team)[len(first) :]
     assert [(record.details["object"], record.details["action"]) for record in again] == [
         ("api_key", "revoked"),

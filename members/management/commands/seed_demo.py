@@ -185,28 +185,22 @@ def _demo_policy(team: Team) -> Policy:
 def _api_key_for_this_start(agent: Agent, kept: str | None) -> str:
     """The "make run" key to print: ``kept`` while it is the agent's usable "make run" key,
     ``kept`` made again when no key has its lookup id (a fresh database), else a new key.
-    Every other "make run" key of the agent is revoked."""
-    plaintext = None
-    if kept:
-        parsed = API_KEY_FORMAT.parse(kept)
-        if parsed is not None:
-            lookup_id, secret = parsed
-            stored = ApiKey.objects.filter(lookup_id=lookup_id).first()
-            if stored is None:
-                _, plaintext = api_key_create(agent=agent, name=API_KEY_NAME, plaintext=kept)
-            elif (
-                stored.agent_id == agent.pk
-                and stored.name == API_KEY_NAME
-                and stored.is_usable()
-                and API_KEY_FORMAT.matches(stored.secret_hash, secret)
-            ):
-                plaintext = kept
-    if plaintext is None:
-        _, plaintext = api_key_create(agent=agent, name=API_KEY_NAME)
-    printed = API_KEY_FORMAT.parse(plaintext)
-    assert printed is not None
-    for earlier in ApiKey.objects.filter(
-        agent=agent, name=API_KEY_NAME, revoked_at__isnull=True
-    ).exclude(lookup_id=printed[0]):
-        api_key_revoke(api_key=earlier)
+    Every other "make run" key of the agent is revoked first."""
+    parsed = API_KEY_FORMAT.parse(kept) if kept else None
+    stored = ApiKey.objects.filter(lookup_id=parsed[0]).first() if parsed else None
+    keep = (
+        parsed is not None
+        and stored is not None
+        and stored.agent_id == agent.pk
+        and stored.name == API_KEY_NAME
+        and stored.is_usable()
+        and API_KEY_FORMAT.matches(stored.secret_hash, parsed[1])
+    )
+    earlier = ApiKey.objects.filter(agent=agent, name=API_KEY_NAME, revoked_at__isnull=True)
+    for key in earlier.exclude(pk=stored.pk) if keep and stored else earlier:
+        api_key_revoke(api_key=key)
+    if keep and kept:
+        return kept
+    made_again = kept if parsed is not None and stored is None else None
+    _, plaintext = api_key_create(agent=agent, name=API_KEY_NAME, plaintext=made_again)
     return plaintext

@@ -263,10 +263,14 @@ def _decision_fields(
             if event.rule is not None
             else None
         ),
-        # `step` is the index into the plan's steps, from 0, as on the wire.
+        # `step` is the index into the plan's steps, from 0, as on the wire; `stepIndex`
+        # says so by its name, beside `stepNumber`, from 1, as every page, export and
+        # guard message counts (docs/decisions/0058).
         {
             "tool": event.tool,
             "step": event.step,
+            "stepIndex": event.step,
+            "stepNumber": None if event.step is None else event.step + 1,
             "reason": event.reason,
             "argsDigest": event.args_digest,
         },

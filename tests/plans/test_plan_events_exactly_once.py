@@ -146,6 +146,12 @@ def test_each_decision_is_on_the_audit_trail_with_its_step_rule_and_policy(agent
             1,
         ),
     ]
+    # The step by its index (from 0) and by its number (from 1, as the pages and exports).
+    assert [(r.details["stepIndex"], r.details["stepNumber"]) for r in records] == [
+        (0, 1),
+        (None, None),
+        (1, 2),
+    ]
     assert {(r.policy, r.policy_version) for r in records} == {
         (plan["policy"]["id"], plan["policy"]["version"])
     }

@@ -686,6 +686,10 @@ class Guard:
         if self._reporter is not None:
             with self._lock:
                 outcome, reason = plan.outcome(), plan.end_reason()
+                stop = plan.blocked
+            if stop is not None:
+                # Stopped (revoked, disabled, a key refused): not completed, whatever ran.
+                outcome, reason = PlanOutcome.ENDED, f"{stop.code.value}: {stop.reason}"
             self._reporter.end(plan.id, outcome, reason)
 
     def new_session(self, session_id: str | None = None) -> None:

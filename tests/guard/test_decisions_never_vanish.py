@@ -89,14 +89,17 @@ def expire_key(run: Run) -> None:
     )
 
 
-def stop_by(action: Callable[[Run], object]) -> Callable[[Run], None]:
-    """A stop done in the database: the guard learns of it from its status poll."""
+def stop_by(action: Callable[[Run], object], *, refresh: bool = False) -> Callable[[Run], None]:
+    """A stop done in the database: the guard learns of it from its status poll (and, with
+    `refresh`, asks for a new token at once, as its refresher does for a withdrawn one)."""
 
     def stop(run: Run) -> None:
         run.quiet()
         action(run)
         run.calls()  # decided before the guard knows
         run.guard.poll_status()
+        if refresh:
+            run.guard.refresh()
 
     return stop
 
@@ -171,7 +174,7 @@ PATHS = {
     ),
     "API key expired": Path(stop_by(expire_key), Decision.AGENT_DISABLED, by_token=True),
     "signing key revoked": Path(
-        stop_by(lambda run: signing_key_revoke(kid=latest_kid(run.plan_id))),
+        stop_by(lambda run: signing_key_revoke(kid=latest_kid(run.plan_id)), refresh=True),
         Decision.TOKEN_INVALID,
     ),
     "server down and back": Path(server_down_and_back, None),
@@ -263,6 +266,13 @@ def test_every_decision_is_recorded_or_counted_as_lost(
             assert made_after_the_stop.filter(decision=Decision.AGENT_DISABLED).exists()
     else:
         assert not by_token.exists()
+    # A stopped plan is not reported completed: it ended, saying why (a revoked one stays so).
+    plan = Plan.objects.get(pk=run.plan_id)
+    if path.blocked_as == Decision.PLAN_REVOKED:
+        assert plan.status == Plan.Status.REVOKED
+    elif path.blocked_as is not None and not path.guard_counts_loss:
+        assert plan.status == Plan.Status.ENDED
+        assert plan.end_reason.startswith(f"{path.blocked_as.value}: ")
     # The plan's page counts the blocked calls recorded, and says what was lost.
     page = admin_client.get(reverse("admin:plans_plan_change", args=[run.plan_id]))
     assert page.status_code == 200

@@ -2,8 +2,9 @@
 gunicorn on the real test database and a guard calling a tool in a loop: revoking the
 plan, disabling its member or its agent, revoking its API key or its token's signing key
 blocks the agent's calls with the matching code long before the token expires, the ACP
-entries show cancelled, and the blocked calls reach the decision log. While the control
-plane is unreachable the guard keeps deciding with its valid token.
+entries show cancelled, and the blocked calls reach the decision log (with the plan's
+intent token where the API key is refused). While the control plane is unreachable the
+guard keeps deciding with its valid token.
 
 The team's bound is set short (2 s) so that the suite does not wait; nothing here asserts
 a duration: `make bench` measures the time from revocation to the first blocked call.
@@ -154,13 +155,11 @@ def test_a_stop_blocks_the_running_agent_before_its_token_expires(control_plane,
     assert first_at < declared.expires_at
     # Every open entry is cancelled (a revoked key's token is refused a refresh: final).
     assert statuses(plan_updates(messages)[-1]) == ["cancelled"]
-    if code is not Decision.AGENT_DISABLED:
-        # The decision log holds the blocked calls. (A disabled agent's reports, and those
-        # sent with a revoked key, are refused by the events endpoint like any request of
-        # theirs: docs/decisions/0032.)
-        assert PlanEvent.objects.filter(plan_id=declared.plan_id, decision=code).exists(), tail(
-            control_plane.log
-        )
+    # The decision log holds the blocked calls: a disabled agent's, and those of a revoked
+    # key, go with the plan's intent token (docs/decisions/0054).
+    assert PlanEvent.objects.filter(plan_id=declared.plan_id, decision=code).exists(), tail(
+        control_plane.log
+    )
 
 
 def test_an_unreachable_control_plane_leaves_the_agent_deciding(control_plane, agent):

@@ -27,7 +27,7 @@ from rest_framework.request import Request
 from guard.claims import IntentClaims
 from kernel.bearer import BearerAuthentication, CredentialRateThrottle, bearer_credential
 from kernel.problems import Code, DomainError
-from members.authentication import refusal_count
+from members.authentication import ApiKeyAuthentication, refusal_count
 from members.models import Agent
 
 from .intent_tokens import refresh_token_verify
@@ -81,6 +81,12 @@ class PlanTokenAuthentication(BearerAuthentication):
 
     def on_throttled(self) -> None:
         refusal_count(Code.THROTTLED)
+
+    def authenticate_header(self, request: Request) -> str:
+        # DRF asks the first authentication class for the challenge of a request it refuses
+        # as unauthenticated: here, one with no credential or an unusable API key, which
+        # the API key's authentication counts.
+        return ApiKeyAuthentication().authenticate_header(request)
 
 
 class PlanTokenAuthenticationScheme(OpenApiAuthenticationExtension):

@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from audit.models import AuditRecord
+from audit.models import AuditRecord, UnattributedRefusal
 from guard.tokens import unverified_claims
 from kernel.problems import Code
 from members.models import ApiKey
@@ -142,3 +142,22 @@ def test_the_schema_says_the_decision_log_takes_a_plans_token(client):
     # Only the decision log takes it.
     refresh = schema["paths"]["/v1/plans/{plan_id}/refresh"]["post"]
     assert {"planToken": []} not in refresh["security"]
+
+
+@pytest.mark.parametrize("header", [None, "Bearer pg_unknown", "Bearer not.a-valid.token"])
+def test_a_refusal_without_a_usable_credential_is_still_counted(agent, header):
+    plan = declare(agent)
+    client = APIClient()
+    if header is not None:
+        client.credentials(HTTP_AUTHORIZATION=header)
+    before = written()
+
+    response = client.post(f"/v1/plans/{plan['id']}/events", batch(1, allowed()), format="json")
+
+    code = Code.INVALID_TOKEN if header and "." in header else Code.INVALID_API_KEY
+    assert_problem(response, 401, code)
+    assert written() == before
+    if code == Code.INVALID_API_KEY:
+        assert response["WWW-Authenticate"] == 'Bearer realm="plangate"'
+        counted = UnattributedRefusal.objects.get(code=Code.INVALID_API_KEY)
+        assert counted.count == 1

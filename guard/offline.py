@@ -94,14 +94,7 @@ class PlanAnswer:
     def refusal_errors(self) -> list[FieldError]:
         """The ``errors`` of the control plane's ``policy_denied`` answer: one per refused
         step, at ``plan.steps[i]``, naming the tool, the reason and the rule."""
-        return [
-            FieldError(
-                f"plan.{denial.path}",
-                f"{denial.tool}: {denial.reason} "
-                f"({'policy default' if denial.rule is None else f'rules[{denial.rule}]'})",
-            )
-            for denial in self.denials
-        ]
+        return [denial.error() for denial in self.denials]
 
 
 def plan_answer(

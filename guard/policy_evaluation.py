@@ -33,6 +33,7 @@ from guard._document import key_path
 from guard.constraints import ArgsMatcher, compile_args
 from guard.decisions import MAX_EVENT_RULE_DESCRIPTION_LENGTH
 from guard.deny import compile_deny_args
+from guard.errors import FieldError
 from guard.patterns import compile_glob
 from guard.plan import DEFAULT_MAX_CALLS
 from guard.relation import Relation, constraint_relation, describe_constraint
@@ -90,6 +91,15 @@ class StepDenial:
     @property
     def path(self) -> str:
         return _argument_path(self.step, self.argument)
+
+    def error(self) -> FieldError:
+        """The ``policy_denied`` answer's entry for this step, at ``plan.steps[i]`` (a path:
+        the index, from 0), its text naming the step as people count it, from 1, with the
+        tool, the reason and the rule."""
+        rule = "policy default" if self.rule is None else f"rules[{self.rule}]"
+        return FieldError(
+            f"plan.{self.path}", f"step {self.step + 1} ({self.tool}): {self.reason} ({rule})"
+        )
 
 
 @dataclass(frozen=True)

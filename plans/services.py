@@ -127,14 +127,7 @@ def _admitted_policy_version(
             "policy_denied",
             f"Policy {version.policy.slug} v{version.number} denies "
             f"{len(denials)} step(s) of the plan.",
-            errors=[
-                FieldError(
-                    f"plan.{denial.path}",
-                    f"{denial.tool}: {denial.reason} "
-                    f"({'policy default' if denial.rule is None else f'rules[{denial.rule}]'})",
-                )
-                for denial in denials
-            ],
+            errors=[denial.error() for denial in denials],
         )
     return version
 

@@ -227,12 +227,13 @@ def test_check_a_plan_the_policy_refuses_prints_the_issuance_refusal(tmp_path):
     assert body["plan"]["errors"] == [
         {
             "path": "plan.steps[2]",
-            "detail": "github_delete_repo: deny rule forbids tool github_delete_repo (rules[1])",
+            "detail": "step 3 (github_delete_repo): deny rule forbids tool github_delete_repo"
+            " (rules[1])",
         },
         {
             "path": "plan.steps[3]",
-            "detail": "slack_post: no allow rule admits tool slack_post for this member "
-            "(policy default)",
+            "detail": "step 4 (slack_post): no allow rule admits tool slack_post for this"
+            " member (policy default)",
         },
     ]
 
@@ -311,7 +312,7 @@ def test_a_failing_case_prints_the_difference_and_exits_1(tmp_path):
     )
     assert "PASS cases[1] issued" in lines
     assert 'FAIL cases[2] mail: plan: expected "issued", got "policy_denied"' in lines
-    assert "     plan.steps[0]: slack_post: no allow rule admits tool slack_post for this" in (
+    assert "     plan.steps[0]: step 1 (slack_post): no allow rule admits tool slack_post" in (
         result.stdout
     )
     assert lines[-1] == "1 passed, 2 failed"

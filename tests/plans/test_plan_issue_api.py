@@ -288,6 +288,9 @@ def test_policy_denial_names_each_step_and_rule(agent):
     problem = assert_problem(response, 403, Code.POLICY_DENIED)
     errors = {error["path"]: error["detail"] for error in problem["errors"]}
     assert set(errors) == {"plan.steps[2]", "plan.steps[3]"}
+    # The path is the index (from 0); the text counts the step as people do, from 1.
+    assert errors["plan.steps[2]"].startswith("step 3 (github_delete_repo): ")
+    assert errors["plan.steps[3]"].startswith("step 4 (deploy): ")
     assert "rules[1]" in errors["plan.steps[2]"]
     assert "default" in errors["plan.steps[3]"]
     assert table_counts() == before

@@ -104,6 +104,7 @@ def index_context(request: HttpRequest) -> dict[str, Any]:
     context["overview"] = overview_read(team_ids=team_ids)
     context["team_column"] = sees_several_teams(request)
     context["sees_keys"] = user.has_perm("plans.view_signingkey")
+    context["sees_approval_queue"] = user.has_perm("notify.view_approvalrequest")
     return context
 
 

@@ -26,7 +26,7 @@ from kernel.json_format import pretty_json
 from kernel.problems import DomainError
 from plans.admin import PlanAdmin
 from plans.admin_display import step_reports
-from plans.approvals import acts_for, plan_approval_decide
+from plans.approvals import acts_for, plan_approval_decide, plans_awaiting_approval
 from plans.models import Plan
 
 from .models import ApprovalRequest
@@ -68,7 +68,9 @@ class ApprovalQueueAdmin(ReadOnlyPermissions, PlangateModelAdmin):
     deadline = datetime_column("approval_deadline", "decide by")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).filter(approval=Plan.Approval.PENDING)
+        # The queue is plans_awaiting_approval (0036): a plan revoked while it waited has
+        # left it, and the index's count of waiting plans lists exactly these.
+        return plans_awaiting_approval(super().get_queryset(request))
 
     def has_decide_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.has_perm(DECIDE_PERMISSION)

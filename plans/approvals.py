@@ -106,10 +106,12 @@ def approved_steps(plan: Plan) -> list[int]:
     return [entry["step"] for entry in plan.review]
 
 
-def plans_awaiting_approval() -> QuerySet[Plan]:
+def plans_awaiting_approval(plans: QuerySet | None = None) -> QuerySet[Plan]:
     """The plans waiting for a person's decision: the approval queue. A plan revoked while
-    it waited is not (its approval stays ``pending``, undecided, on the record)."""
-    return Plan.objects.filter(status=Plan.Status.PENDING_APPROVAL, approval=Plan.Approval.PENDING)
+    it waited is not (its approval stays ``pending``, undecided, on the record). Narrows
+    ``plans`` (the admin queue's scoped rows) when given."""
+    plans = Plan.objects.all() if plans is None else plans
+    return plans.filter(status=Plan.Status.PENDING_APPROVAL, approval=Plan.Approval.PENDING)
 
 
 def plan_approvers(plan: Plan) -> QuerySet:

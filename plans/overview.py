@@ -19,6 +19,7 @@ from guard.decisions import Decision
 from members.models import ApiKey, Team
 
 from . import keys
+from .approvals import plans_awaiting_approval
 from .models import Plan, PlanEvent
 
 #: how far back "today's" figures look
@@ -29,6 +30,19 @@ API_KEY_NOTICE = timedelta(days=7)
 ACTIVITY_SHOWN = 5
 #: teams shown on the index (a superuser of a large installation filters the lists instead)
 TEAMS_SHOWN = 20
+#: the plans with the most blocked calls listed per team, each once with its total
+BLOCKED_PLANS_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class BlockedPlan:
+    """One plan's blocked calls of the window, counted once: a runaway loop of one agent
+    reads as one line with its total, not as many blocked calls."""
+
+    plan_id: str
+    goal: str
+    agent: str
+    blocked_calls: int
 
 
 @dataclass(frozen=True)
@@ -44,6 +58,12 @@ class TeamOverview:
     decisions_lost: int
     api_keys_expiring: int
     latest_activity: tuple[AuditRecord, ...]
+    #: plans waiting for a person's decision now (the approval queue), whatever their age
+    awaiting_approval: int = 0
+    #: how many plans the window's blocked calls came from
+    plans_blocked: int = 0
+    #: the BLOCKED_PLANS_SHOWN plans with the most blocked calls, most first
+    blocked_plans: tuple[BlockedPlan, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,6 +80,36 @@ class Overview:
 def _counts(queryset: QuerySet, team_field: str) -> dict[int, int]:
     rows = queryset.order_by().values(team_field).annotate(total=Count("pk"))
     return {row[team_field]: row["total"] for row in rows}
+
+
+def _blocked_plans(blocked_events: QuerySet) -> dict[int, list[BlockedPlan]]:
+    """Per team, the BLOCKED_PLANS_SHOWN plans with the most of ``blocked_events``: one
+    grouped, ranked query for every team shown."""
+    per_plan = (
+        blocked_events.order_by()
+        .values("plan_id", "plan__team_id", "plan__goal", "plan__agent__name")
+        .annotate(total=Count("pk"))
+        .annotate(
+            rank=Window(
+                RowNumber(),
+                partition_by=[F("plan__team_id")],
+                order_by=[F("total").desc(), F("plan_id").desc()],
+            ),
+        )
+        .filter(rank__lte=BLOCKED_PLANS_SHOWN)
+        .order_by("plan__team_id", "rank")
+    )
+    shown: dict[int, list[BlockedPlan]] = defaultdict(list)
+    for row in per_plan:
+        shown[row["plan__team_id"]].append(
+            BlockedPlan(
+                plan_id=row["plan_id"],
+                goal=row["plan__goal"],
+                agent=row["plan__agent__name"],
+                blocked_calls=row["total"],
+            )
+        )
+    return shown
 
 
 def overview_read(*, team_ids: list[int] | None, now: datetime | None = None) -> Overview:
@@ -81,12 +131,20 @@ def overview_read(*, team_ids: list[int] | None, now: datetime | None = None) ->
         Plan.objects.filter(team_id__in=ids, status=Plan.Status.ACTIVE, expires_at__gt=now),
         "team_id",
     )
-    blocked = _counts(
-        PlanEvent.objects.filter(plan__team_id__in=ids, occurred_at__gte=since).exclude(
-            decision=Decision.ALLOWED
-        ),
-        "plan__team_id",
-    )
+    blocked_events = PlanEvent.objects.filter(
+        plan__team_id__in=ids, occurred_at__gte=since
+    ).exclude(decision=Decision.ALLOWED)
+    blocked: dict[int, int] = {}
+    plans_blocked: dict[int, int] = {}
+    for row in (
+        blocked_events.order_by()
+        .values("plan__team_id")
+        .annotate(total=Count("pk"), plans=Count("plan_id", distinct=True))
+    ):
+        blocked[row["plan__team_id"]] = row["total"]
+        plans_blocked[row["plan__team_id"]] = row["plans"]
+    blocked_plans = _blocked_plans(blocked_events)
+    awaiting = _counts(plans_awaiting_approval().filter(team_id__in=ids), "team_id")
     refused: dict[tuple[int, str], int] = {}
     for row in (
         AuditRecord.objects.filter(
@@ -137,6 +195,9 @@ def overview_read(*, team_ids: list[int] | None, now: datetime | None = None) ->
                 decisions_lost=decisions_lost.get(team.pk, 0),
                 api_keys_expiring=expiring.get(team.pk, 0),
                 latest_activity=tuple(activity[team.pk]),
+                awaiting_approval=awaiting.get(team.pk, 0),
+                plans_blocked=plans_blocked.get(team.pk, 0),
+                blocked_plans=tuple(blocked_plans[team.pk]),
             )
             for team in teams
         ),

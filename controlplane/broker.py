@@ -32,7 +32,8 @@ _WRITING = ".{id}.writing"
 
 
 class Channel(filesystem.Channel):
-    def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
+    # kombu's abstract channel calls the message `message`, its filesystem one `payload`.
+    def _put(self, queue: Any, payload: Any, **kwargs: Any) -> None:  # type: ignore[override]
         """Write the message aside, then rename it into the queue's folder in one step."""
         # kombu's own name: the order of the folder's sorted listing is the queue's order.
         name = f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
@@ -48,7 +49,7 @@ class Channel(filesystem.Channel):
                 os.remove(writing)
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
 
-    def _get(self, queue: str) -> Any:
+    def _get(self, queue: Any, timeout: Any = None) -> Any:
         """The next message that decodes; an empty or broken file is skipped (it has
         already left the queue's folder: kombu moves a file out before reading it)."""
         while True:

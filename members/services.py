@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.validators import validate_slug
 from django.db import DatabaseError, transaction
 from django.db.models import Model, QuerySet
 from django.db.models.expressions import RawSQL
@@ -42,8 +43,19 @@ logger = logging.getLogger(__name__)
 
 
 def team_get_or_create(*, slug: str = DEFAULT_TEAM_SLUG, name: str | None = None) -> Team:
-    """The team with this slug; created (and recorded in its own activity log) if missing."""
+    """The team with this slug; created (and recorded in its own activity log) if missing.
+    Only a slug (letters, digits, ``-``, ``_``) makes a team: a command given a team's name
+    that no team has must not make one named by it (DomainError ``invalid_request``)."""
     with transaction.atomic():
+        if not Team.objects.filter(slug=slug).exists():
+            try:
+                validate_slug(slug)
+            except ValidationError as exc:
+                message = (
+                    f"no team {slug!r}: no team has this slug or name, and only a slug "
+                    "(letters, digits, - and _) makes a new one"
+                )
+                raise _refusal([FieldError("team", message)]) from exc
         team, created = Team.objects.get_or_create(
             slug=slug, defaults={"name": name or slug.title()}
         )

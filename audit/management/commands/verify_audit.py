@@ -1,4 +1,4 @@
-"""``manage.py verify_audit [--team SLUG]``: recompute each team's audit chain from seq 1.
+"""``manage.py verify_audit [--team SLUG_OR_NAME]``: recompute each team's audit chain from seq 1.
 
 Exits 0 with a summary when every chain is intact, 1 naming each broken team's first bad
 record (team, seq, id and whether it was changed, deleted or reordered). Records not sealed
@@ -10,21 +10,24 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from audit.verification import chain_report_line, chain_reports_summary, chain_verify
+from kernel.problems import DomainError
 from members.models import Team
+from members.selectors import team_require
 
 
 class Command(BaseCommand):
     help = "Recompute the audit chain of every team (or one) and name the first broken record."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--team", help="the team's slug (default: every team)")
+        parser.add_argument("--team", help="the team's slug or name (default: every team)")
 
     def handle(self, *args, team: str | None, **options) -> None:
         teams = Team.objects.order_by("slug")
         if team is not None:
-            teams = teams.filter(slug=team)
-            if not teams.exists():
-                raise CommandError(f"no team {team!r}")
+            try:
+                teams = teams.filter(pk=team_require(team).pk)
+            except DomainError as exc:
+                raise CommandError(exc.detail) from exc
         reports = []
         for current in teams:
             report = chain_verify(team=current)

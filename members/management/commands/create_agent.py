@@ -5,7 +5,7 @@ from django.db import transaction
 
 from audit.doors import AuditedCommand
 from kernel.problems import DomainError
-from members.models import Team
+from members.selectors import team_require
 from members.services import DEFAULT_TEAM_SLUG, agent_create, api_key_create
 from policies.models import Policy
 
@@ -16,15 +16,18 @@ class Command(AuditedCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("name")
         parser.add_argument("--policy", required=True, help="policy slug")
-        parser.add_argument("--team", default=DEFAULT_TEAM_SLUG)
+        parser.add_argument("--team", default=DEFAULT_TEAM_SLUG, help="the team's slug or name")
 
     def handle(self, *args, name: str, policy: str, team: str, **options) -> None:
-        team_obj = Team.objects.filter(slug=team).first()
-        if team_obj is None:
-            raise CommandError(f"no team {team!r}")
+        try:
+            team_obj = team_require(team)
+        except DomainError as exc:
+            raise CommandError(exc.detail) from exc
         policy_obj = Policy.objects.filter(team=team_obj, slug=policy).first()
         if policy_obj is None:
-            raise CommandError(f"no policy {policy!r} in team {team!r}; run set_policy first")
+            raise CommandError(
+                f"no policy {policy!r} in team {team_obj.slug!r}; run set_policy first"
+            )
         try:
             with transaction.atomic():
                 agent = agent_create(team=team_obj, name=name, policy=policy_obj)

@@ -10,6 +10,7 @@ from django.core.management.base import CommandError
 
 from kernel.problems import DomainError
 from members.models import Member, Team
+from members.selectors import team_require
 from policies.models import Policy
 
 #: a command's own exit status for input it cannot use (a missing file, bad JSON...)
@@ -37,11 +38,12 @@ def parse_json(text: str, what: str) -> object:
         ) from exc
 
 
-def team_named(slug: str) -> Team:
-    team = Team.objects.filter(slug=slug).first()
-    if team is None:
-        raise CommandError(f"no team {slug!r}", returncode=USAGE_ERROR)
-    return team
+def team_named(reference: str) -> Team:
+    """The team ``--team`` names by its slug or its name (members.selectors)."""
+    try:
+        return team_require(reference)
+    except DomainError as exc:
+        raise CommandError(exc.detail, returncode=USAGE_ERROR) from exc
 
 
 def policy_named(team: Team, slug: str) -> Policy | None:

@@ -6,6 +6,7 @@ from django.db import transaction
 
 from audit.doors import AuditedCommand
 from kernel.problems import DomainError
+from members.selectors import team_by_reference
 from members.services import DEFAULT_TEAM_SLUG, team_get_or_create
 from policies.references import policy_reference_warnings
 from policies.services import policy_set
@@ -17,7 +18,11 @@ class Command(AuditedCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("slug")
         parser.add_argument("--file", required=True, type=Path, help="policy document (JSON)")
-        parser.add_argument("--team", default=DEFAULT_TEAM_SLUG)
+        parser.add_argument(
+            "--team",
+            default=DEFAULT_TEAM_SLUG,
+            help="the team's slug or name; a new slug makes the team",
+        )
         parser.add_argument("--comment", default="")
         parser.add_argument(
             "--strict",
@@ -38,7 +43,7 @@ class Command(AuditedCommand):
         try:
             # One transaction: a refused document leaves no new team or policy behind.
             with transaction.atomic():
-                team_row = team_get_or_create(slug=team)
+                team_row = team_by_reference(team) or team_get_or_create(slug=team)
                 version = policy_set(
                     team=team_row,
                     slug=slug,

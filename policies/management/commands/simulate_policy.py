@@ -38,7 +38,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("slug", help="the policy's slug")
-        parser.add_argument("--team", default=DEFAULT_TEAM_SLUG, help="the team's slug")
+        parser.add_argument("--team", default=DEFAULT_TEAM_SLUG, help="the team's slug or name")
         parser.add_argument(
             "--version", type=int, help="the version number; default: the active one"
         )

@@ -141,3 +141,58 @@ def test_an_approver_approves_from_the_queue_while_the_guard_waits(
     assert declared.plan_id == plan.pk
     assert declared.approved_by == "april@acme.dev"
     assert Plan.objects.get(pk=plan.pk).approval_by == "april@acme.dev"
+
+
+@pytest.fixture
+def only_the_member_approves(transactional_db):
+    """Acme's only approver is Alice, the person the plans act for; a superuser exists."""
+    ensure_groups()
+    signing_keys_bootstrap()
+    acme = team_get_or_create(slug="default", name="Acme")
+    version = policy_set(team=acme, slug="reviewed", document=REVIEW_POLICY)
+    member_upsert(team=acme, email="alice@acme.dev", name="Alice", role="engineer")
+    agent = make_agent(acme, "deployer", version)
+    alice = User.objects.create_user("alice", "alice@acme.dev", PASSWORD, is_staff=True)
+    alice.groups.add(Group.objects.get(name="Approvers"))
+    acme.staff.add(alice)
+    User.objects.create_superuser("root", "root@example.test", PASSWORD)
+    return {"team": acme, "agent": agent}
+
+
+def test_a_superuser_finds_the_waiting_plan_on_the_index_and_its_approval_on_the_plan(
+    page, live_server, only_the_member_approves
+):
+    """Alice cannot approve her own plan, so the superuser is asked: the index counts the
+    waiting plan and links the queue; once approved, the plan's page says who, when, why."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {only_the_member_approves['agent'].api_key}"}
+    with httpx.Client(base_url=live_server.url, headers=headers, timeout=30) as client:
+        declared = client.post(
+            "/v1/plans",
+            json={"plan": plan_document(goal="Deploy the fix", steps=DEPLOY_PLAN_STEPS)},
+        )
+    assert declared.status_code == 202, declared.text
+    assert declared.json()["warnings"] == []  # the superuser can decide it
+    plan_id = declared.json()["id"]
+
+    log_in(page, "root", PASSWORD)
+    page.goto("/admin/")
+    waiting = page.locator('tr[data-team="default"] td.awaiting-approval')
+    expect(waiting).to_have_text("1")
+    waiting.get_by_role("link").click()
+    expect(page.locator("#result_list")).to_contain_text(plan_id)
+    page.get_by_role("link", name="Deploy the fix").click()
+    page.get_by_role("link", name="Approve…").click()
+    page.locator("textarea[name=reason]").fill("checked the target")
+    page.locator("input[type=submit][value='Yes, approve']").click()
+    expect(page.locator("ul.messagelist")).to_contain_text(f"Approved 1 plan(s): {plan_id}")
+
+    page.goto("/admin/")
+    expect(page.locator('tr[data-team="default"] td.awaiting-approval')).to_have_text("0")
+    page.goto(f"/admin/plans/plan/{plan_id}/change/")
+    approval = page.locator("#approval")
+    expect(approval).to_contain_text("approved by root@example.test at")
+    expect(approval).to_contain_text("reason: checked the target")
+    plan = Plan.objects.get(pk=plan_id)
+    assert (plan.approval, plan.approval_by) == (Plan.Approval.APPROVED, "root@example.test")

@@ -157,6 +157,20 @@ def email_normalize(email: str) -> str:
     return email.strip().lower()
 
 
+def email_case_lookalike(email: str) -> str | None:
+    """The first character of ``email`` that lowercasing turns into another character's
+    small letter rather than its own (U+212A KELVIN SIGN into ``k``, U+212B ANGSTROM SIGN
+    into ``å``), else None: matched through ``email_normalize`` alone, such a text would
+    pass for a member's address it only looks like. Six characters in all of Unicode do
+    (tests/members/test_member_email.py walks every one); a letter's capital never does.
+    """
+    for character in email:
+        small = character.lower()
+        if small != character and small.upper() != character.upper():
+            return character
+    return None
+
+
 class MemberQuerySet(models.QuerySet["Member"]):
     def for_email(self, team: Team | int, email: str) -> Self:
         """The team's member with this e-mail (in any case), as a queryset: add

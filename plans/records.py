@@ -103,12 +103,16 @@ def refusals_described(context: RefusalContext) -> Iterator[RefusalContext]:
 
 
 def given_user(document: object) -> str:
-    """The plan's ``user`` exactly as the request gave it: a string as it is, any other
-    value as its JSON (``5``, ``null``), "" when there was none."""
+    """The plan's ``user`` as the request gave it: a string as it is, any other value as
+    its JSON (``5``, ``null``), "" when there was none; in ASCII, every other character
+    (and a backslash or control character) written as its Python escape (``\\u212aim``):
+    a refused user is the outsider's text, which must never pass for a member's address
+    in the trail (docs/decisions/0059)."""
     if not isinstance(document, Mapping) or "user" not in document:
         return ""
     user = document["user"]
     text = user if isinstance(user, str) else compact_json(user)
+    text = text.encode("unicode_escape").decode("ascii")
     return text if len(text) <= _USER_LENGTH else text[: _USER_LENGTH - 1] + "…"
 
 

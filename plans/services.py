@@ -8,6 +8,7 @@ so a refused request leaves the database as it was. Tokens are signed and verifi
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -23,7 +24,7 @@ from guard.policy_review import plan_reviews
 from kernel.compiled_query import CompiledQuery
 from kernel.problems import DomainError
 from kernel.row_insert import row_insert
-from members.models import Agent, Member
+from members.models import Agent, Member, email_case_lookalike
 from members.services import agent_require_active
 from policies.models import PolicyVersion
 
@@ -94,9 +95,21 @@ def token_ttl_resolve(ttl: int | None) -> int:
 
 def _member_require_known(member: Member | None, email: str) -> Member:
     """The member of the agent's team with this e-mail (matched case-insensitively by
-    plans.selectors.signing_context_read), or ``unknown_user``."""
+    plans.selectors.signing_context_read), or ``unknown_user``; also ``unknown_user`` when
+    the e-mail matched only through a character that lowercases into another one (U+212A
+    KELVIN SIGN for ``k``): the plan would be signed for a look-alike of the member's
+    address (docs/decisions/0059)."""
     if member is None:
         raise DomainError("unknown_user", f"{email} is not a member of this agent's team.")
+    lookalike = email_case_lookalike(email)
+    if lookalike is not None:
+        named = f"U+{ord(lookalike):04X} {unicodedata.name(lookalike, 'character')}"
+        raise DomainError(
+            "unknown_user",
+            f"The plan's user is no member's address: {named} only looks like a letter of "
+            "one. Write the member's address as it is stored.",
+            errors=[FieldError("plan.user", f"{named} only looks like a letter of an address")],
+        )
     return member
 
 

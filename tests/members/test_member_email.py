@@ -3,7 +3,10 @@ Member.objects.for_email, used by the services, the admin and plan issuance."""
 
 from __future__ import annotations
 
-from members.models import Member, email_normalize
+import sys
+import unicodedata
+
+from members.models import Member, email_case_lookalike, email_normalize
 from members.services import member_disable, member_upsert
 
 
@@ -32,3 +35,26 @@ def test_disable_matches_in_any_case(member, team):
     member_disable(team=team, email=member.email.upper())
     member.refresh_from_db()
     assert member.is_active is False
+
+
+def test_the_characters_that_lowercase_into_another_letter_are_exactly_these():
+    found = {
+        f"U+{code:04X} {unicodedata.name(chr(code))}"
+        for code in range(sys.maxunicode + 1)
+        if email_case_lookalike(chr(code)) is not None
+    }
+
+    # Every code point, walked: KELVIN SIGN lowercases into an ASCII letter (k), U+0130
+    # into i and a combining dot, the others into å, ß, ω and θ.
+    assert found == {
+        "U+0130 LATIN CAPITAL LETTER I WITH DOT ABOVE",
+        "U+03F4 GREEK CAPITAL THETA SYMBOL",
+        "U+1E9E LATIN CAPITAL LETTER SHARP S",
+        "U+2126 OHM SIGN",
+        "U+212A KELVIN SIGN",
+        "U+212B ANGSTROM SIGN",
+    }
+    # A letter's own capital never is one, nor is a member's address written in capitals.
+    assert email_case_lookalike("KIM@ACME.DEV") is None
+    assert email_case_lookalike("J\u00d6RG@B\u00dcCHER.DE") is None
+    assert email_case_lookalike("\u212aim@acme.dev") == "\u212a"

@@ -23,14 +23,16 @@ from guard._document import (
     type_name,
 )
 from guard.canonical import sha256_hex
-from guard.constraints import validate_args
+from guard.constraints import MAX_ARG_NAME_LENGTH, MAX_ARGS, validate_args
 from guard.errors import DocumentInvalid, FieldError
 from guard.patterns import GlobSyntaxError, glob_to_re2
+from guard.plan import _constraint_schema
 
 __all__ = [
     "MAX_RULES",
     "POLICY_VERSION",
     "policy_hash",
+    "policy_json_schema",
     "validate_policy",
 ]
 
@@ -47,7 +49,8 @@ MAX_RULE_MAX_CALLS: Final = 1_000_000
 # Tool names only use [a-zA-Z0-9_-]; a glob with any other character (say `github.*`,
 # written as if it were a regex) could never match one, and a deny rule that silently
 # matches nothing is worse than an error.
-_TOOL_GLOB_CHARACTERS = re.compile(r"[a-zA-Z0-9_\-*?\[\]!]+")
+TOOL_GLOB_PATTERN: Final = r"^[a-zA-Z0-9_\-*?\[\]!]+$"
+_TOOL_GLOB_CHARACTERS = re.compile(TOOL_GLOB_PATTERN[1:-1])
 
 _POLICY_FIELDS: Final = ("version", "default", "rules")
 _RULE_FIELDS: Final = (
@@ -219,3 +222,75 @@ def validate_policy(document: object) -> dict[str, Any]:
 def policy_hash(policy: Mapping[str, Any]) -> str:
     """`polh`: lowercase hex SHA-256 of the RFC 8785 canonical JSON of a validated policy."""
     return sha256_hex(policy)
+
+
+def policy_json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the policy document, as strict as JSON Schema allows.
+
+    The console's editor checks a document against it as it is typed. `validate_policy`
+    remains the authority; JSON Schema cannot say a few of its rules: glob syntax beyond
+    the characters, RE2 syntax, integers written as 1.0, the size and depth bounds of
+    `eq`/`in` values, and the NUL and lone-surrogate checks.
+    """
+    constraint = _constraint_schema()
+
+    def scope(whom: str) -> dict[str, Any]:
+        return {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_SCOPE_NAMES,
+            "items": {"type": "string", "minLength": 1, "maxLength": MAX_SCOPE_NAME_LENGTH},
+            "description": f"The rule applies only to {whom}; omit it to apply to everyone.",
+        }
+
+    rule = {
+        "type": "object",
+        "description": "Which calls of which tools this rule allows, denies or sends to review.",
+        "properties": {
+            "effect": {
+                "enum": list(_RULE_EFFECTS),
+                "description": (
+                    "allow, deny (wins over any allow), or review: allow once a person"
+                    " approved the plan."
+                ),
+            },
+            "tools": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_RULE_TOOLS,
+                "items": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_TOOL_GLOB_LENGTH,
+                    "pattern": TOOL_GLOB_PATTERN,
+                },
+                "description": "Globs over tool names: * any run, ? one character, [a-z] a class.",
+            },
+            "args": {
+                "type": "object",
+                "description": "Argument name to one constraint, as in plans.",
+                "maxProperties": MAX_ARGS,
+                "propertyNames": {"minLength": 1, "maxLength": MAX_ARG_NAME_LENGTH},
+                "additionalProperties": constraint,
+            },
+            "roles": scope("members with one of these roles"),
+            "groups": scope("members in one of these groups"),
+            "maxCalls": {"type": "integer", "minimum": 1, "maximum": MAX_RULE_MAX_CALLS},
+            "name": {"type": "string", "maxLength": MAX_RULE_NAME_LENGTH},
+            "description": {"type": "string", "maxLength": MAX_DESCRIPTION_LENGTH},
+        },
+        "required": ["effect", "tools"],
+        "additionalProperties": False,
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Plangate policy",
+        "type": "object",
+        "properties": {
+            "version": {"type": "integer", "const": POLICY_VERSION},
+            "default": {"enum": list(_EFFECTS), "description": "What no rule decides."},
+            "rules": {"type": "array", "maxItems": MAX_RULES, "items": rule},
+        },
+        "required": ["version", "default"],
+        "additionalProperties": False,
+    }

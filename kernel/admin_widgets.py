@@ -15,7 +15,8 @@ from django.contrib import admin
 from django.contrib.admin.utils import quote
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html, format_html_join, json_script
+from django.utils.safestring import SafeString
 
 
 def admin_link(obj: Any, text: object | None = None) -> str:
@@ -43,6 +44,31 @@ class MonospaceJSONTextarea(forms.Textarea):
             "wrap": "off",
         }
         super().__init__({**defaults, **(attrs or {})})
+
+
+class JSONEditorWidget(MonospaceJSONTextarea):
+    """A JSON document in a real editor (line numbers, highlighting, its problems by line and
+    path as it is typed, checked against ``schema``): ``plangate/json-editor.js`` puts
+    CodeMirror in place of the textarea, which stays in the form and holds the text. The
+    schema goes to the page as data (``json_script``), not as a script."""
+
+    class Media:
+        css = {"all": ("plangate/json-editor.css",)}
+        js = ("plangate/vendor/codemirror-json.js", "plangate/json-editor.js")
+
+    def __init__(self, schema: dict[str, Any], attrs: dict | None = None) -> None:
+        super().__init__(attrs)
+        self.schema = schema
+
+    def render(self, name, value, attrs=None, renderer=None) -> SafeString:
+        attrs = dict(attrs or {})
+        schema_id = f"{attrs.get('id') or name}-schema"
+        attrs.update({"data-json-editor": "", "data-json-schema": schema_id})
+        return format_html(
+            "{}{}",
+            super().render(name, value, attrs, renderer),
+            json_script(self.schema, schema_id),
+        )
 
 
 class TextInputFilter(admin.SimpleListFilter):

@@ -18,11 +18,11 @@ from django.http import HttpRequest, HttpResponse, QueryDict
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from guard.policy import policy_hash
+from guard.policy import policy_hash, policy_json_schema
 from kernel.admin_base import PlangateModelAdmin
 from kernel.admin_forms import ServiceModelForm, ServiceSavedAdmin
 from kernel.admin_widgets import (
-    MonospaceJSONTextarea,
+    JSONEditorWidget,
     admin_link,
     admin_links,
 )
@@ -53,7 +53,7 @@ class PolicyForm(ServiceModelForm):
     """The document is text here; ``policy_set`` validates it and publishes, once."""
 
     document = forms.CharField(
-        widget=MonospaceJSONTextarea(),
+        widget=JSONEditorWidget(policy_json_schema()),
         strip=False,
         help_text=(
             "The policy document (JSON). Saving publishes it as the next version; old "

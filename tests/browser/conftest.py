@@ -101,6 +101,19 @@ def page(browser, live_server, request):
     assert not violations, "Content-Security-Policy violations:\n" + "\n".join(violations)
 
 
+def fill_json_editor(page, text: str, field: str = "#id_document") -> None:
+    """Replace the text of a JSON document field's editor (kernel/static/plangate/
+    json-editor.js), as typing it would; the hidden textarea follows."""
+    page.locator(f"{field} ~ .plangate-editor-wrap .cm-content").wait_for()
+    page.evaluate(
+        """([field, text]) => {
+            const view = document.querySelector(field).plangateEditor;
+            view.dispatch({changes: {from: 0, to: view.state.doc.length, insert: text}});
+        }""",
+        [field, text],
+    )
+
+
 def log_in(page, username: str, password: str) -> None:
     page.goto("/admin/login/")
     page.fill("#id_username", username)

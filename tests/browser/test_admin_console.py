@@ -18,7 +18,7 @@ from policies.models import PolicyVersion
 from tests.admin.conftest import ensure_admin_groups
 from tests.conftest import POLICY, make_agent, plan_document
 
-from .conftest import log_in
+from .conftest import fill_json_editor, log_in
 
 pytestmark = [pytest.mark.browser]
 
@@ -85,7 +85,7 @@ def test_a_team_admin_manages_members_policies_keys_and_plans(page, world):
     page.get_by_role("link", name="default", exact=True).click()
     broken = json.loads(json.dumps(POLICY))
     broken["rules"][1]["effect"] = "forbid"
-    page.fill("#id_document", json.dumps(broken, indent=2))
+    fill_json_editor(page, json.dumps(broken, indent=2))
     page.click("input[name=_save]")
     expect(page.locator(".errorlist")).to_contain_text("rules[1].effect")
     assert (
@@ -96,7 +96,7 @@ def test_a_team_admin_manages_members_policies_keys_and_plans(page, world):
     # ...a valid one publishes version 2, which the next refresh carries.
     tightened = json.loads(json.dumps(POLICY))
     tightened["rules"].append({"effect": "deny", "tools": ["send_email"]})
-    page.fill("#id_document", json.dumps(tightened, indent=2))
+    fill_json_editor(page, json.dumps(tightened, indent=2))
     page.fill("#id_comment", "no e-mail for now")
     page.click("input[name=_save]")
     # (first shown with what it would refuse among live plans: tests/browser/test_policy_preview.py)

@@ -14,7 +14,7 @@ from policies.models import PolicyVersion
 from tests.conftest import plan_document
 from tests.policies.impact_helpers import MAIL_PLAN_STEPS, no_mail
 
-from .conftest import log_in
+from .conftest import fill_json_editor, log_in
 from .test_admin_console import PASSWORD, admin_groups, staff, world  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser]
@@ -40,7 +40,7 @@ def test_edit_preview_cancel_then_publish(page, world):  # noqa: F811 (fixture)
     def edit() -> None:
         page.goto("/admin/policies/policy/")
         page.get_by_role("link", name="default", exact=True).click()
-        page.fill("#id_document", json.dumps(no_mail(), indent=2))
+        fill_json_editor(page, json.dumps(no_mail(), indent=2))
         page.fill("#id_comment", "no e-mail for now")
         page.click("input[name=_save]")
 
@@ -65,7 +65,7 @@ def test_edit_preview_cancel_then_publish(page, world):  # noqa: F811 (fixture)
     expect(page.locator("#impact-summary")).to_contain_text("1 of 2 live plans")
 
     page.click("#impact-cancel")
-    expect(page.locator("#id_document")).to_be_visible()
+    expect(page.locator(".plangate-editor .cm-content")).to_be_visible()
     assert versions(world) == [1]
 
     edit()

@@ -40,7 +40,7 @@ def type_document(page, text: str) -> None:
     JSON editor when the page has one, else in the textarea."""
     page.locator("#id_document").wait_for(state="attached")
     if page.locator("script[src*='json-editor']").count():
-        page.locator("#id_document ~ .plangate-editor .cm-content").wait_for()
+        page.wait_for_function("() => document.querySelector('#id_document').plangateEditor")
     page.evaluate(
         """([text]) => {
             const area = document.querySelector("#id_document");

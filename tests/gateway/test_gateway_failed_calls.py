@@ -1,18 +1,22 @@
 """A tool error through `plangate-mcp` (a result with ``isError: true``) is a call that did
 not run to its end: a required step whose only call failed has not run, and the plan its
-guard ends is ``ended``, not ``completed``."""
+guard ends is ``ended``, not ``completed``.
+
+The client is raw JSON-RPC lines, as in test_gateway_ends.py, so that the test closes the
+gateway's stdin and waits for it to exit: the guard's close (the end of the plan, reported
+to the control plane) is then over, with no client killing the process first."""
 
 from __future__ import annotations
 
-import anyio
+from typing import Any
+
 import pytest
-from mcp.client import Client
-from mcp_types import CallToolResult
 
 from guard.agent.tools import DECLARE_PLAN_TOOL
 from plans.models import Plan, PlanEventBatch
 
-from .conftest import gateway_parameters
+from .conftest import UPSTREAM_COMMAND, gateway_arguments
+from .test_gateway_ends import INITIALIZE, INITIALIZED, RawGateway
 
 pytestmark = pytest.mark.slow  # starts the gateway and the test server as processes
 
@@ -25,36 +29,58 @@ REQUIRED_ADD = {
 }
 
 
-def run_calls(control_plane, *calls: dict) -> list[CallToolResult]:
-    async def scenario() -> list[CallToolResult]:
-        async with Client(gateway_parameters(control_plane)) as client:
-            declared = await client.call_tool(DECLARE_PLAN_TOOL, dict(REQUIRED_ADD))
-            assert declared.is_error is False
-            return [await client.call_tool(call["name"], call["arguments"]) for call in calls]
-
-    return anyio.run(scenario)
+def call_through_the_gateway(control_plane, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Declare REQUIRED_ADD, call `add` with `arguments`, close stdin; the call's result
+    once the gateway has exited (status 0: the client closed the connection)."""
+    gateway = RawGateway(
+        gateway_arguments(control_plane.url, control_plane.issuer, "--", *UPSTREAM_COMMAND),
+        api_key=control_plane.agent.api_key,
+    )
+    try:
+        gateway.send(INITIALIZE)
+        gateway.answer(1)
+        gateway.send(INITIALIZED)
+        for request_id, name, call_arguments in (
+            (2, DECLARE_PLAN_TOOL, REQUIRED_ADD),
+            (3, "add", arguments),
+        ):
+            gateway.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "method": "tools/call",
+                    "params": {"name": name, "arguments": call_arguments},
+                }
+            )
+            result = gateway.answer(request_id)["result"]
+        assert gateway.process.stdin is not None
+        gateway.process.stdin.close()
+        status, stderr = gateway.wait()
+        assert status == 0, stderr
+        return result
+    finally:
+        gateway.close()
 
 
 def ended_plan() -> Plan:
-    """The plan once its guard reported its end (the gateway delivers it as it exits)."""
     plan = Plan.objects.get()
     assert PlanEventBatch.objects.filter(plan=plan).exclude(end_outcome="").exists()
     return plan
 
 
 def test_a_required_step_whose_tool_answered_an_error_has_not_run(control_plane):
-    (result,) = run_calls(control_plane, {"name": "add", "arguments": {"a": "one", "b": 2}})
+    result = call_through_the_gateway(control_plane, {"a": "one", "b": 2})
 
-    assert result.is_error is True  # the server's own tool error, passed on unchanged
+    assert result["isError"] is True  # the server's own tool error, passed on unchanged
     plan = ended_plan()
     assert plan.status == Plan.Status.ENDED
     assert plan.end_reason == "required step(s) did not complete: step 2 (add): its call failed"
 
 
 def test_a_required_step_whose_tool_returned_completes_the_plan(control_plane):
-    (result,) = run_calls(control_plane, {"name": "add", "arguments": {"a": 1, "b": 2}})
+    result = call_through_the_gateway(control_plane, {"a": 1, "b": 2})
 
-    assert result.is_error is False
+    assert result.get("isError") is not True
     plan = ended_plan()
     assert plan.status == Plan.Status.COMPLETED
     assert plan.end_reason == ""

@@ -47,6 +47,8 @@ STARTER_DOCUMENT = {
 MAX_ERRORS_SHOWN = 50
 #: the impact preview's "Back to editing" button
 EDIT_AGAIN = "_edit_again"
+#: set on a request whose save ``PolicyAdmin.save_model`` has answered with its message
+SAVE_ANSWERED = "_plangate_policy_save_answered"
 
 
 class PolicyForm(ServiceModelForm):
@@ -313,15 +315,17 @@ class PolicyAdmin(DraftSimulatorMixin, ServiceSavedAdmin, PlangateModelAdmin):
         return response
 
     def save_model(self, request: HttpRequest, obj: Policy, form: PolicyForm, change: bool) -> None:
-        # The form's policy_set published (or found the document unchanged); say which.
+        # The form's policy_set published (or found the document unchanged); say which, as
+        # the one message of the save (``message_user`` leaves out Django's own).
         version = form.published_version
         if version is None:
             # Unchanged means equal to the active version, so there is one.
             current = cast(PolicyVersion, form.current)
+            saved = "Saved the description. " if "description" in form.changed_data else ""
             self.message_user(
                 request,
-                f"The document is unchanged: version {current.number} stays active.",
-                messages.WARNING,
+                f"{saved}The document is the same as version {current.number}: no version "
+                f"was published, and version {current.number} stays active.",
             )
         else:
             self.message_user(
@@ -329,6 +333,7 @@ class PolicyAdmin(DraftSimulatorMixin, ServiceSavedAdmin, PlangateModelAdmin):
                 f"Published {obj.slug} version {version.number}. Agents using it get it with "
                 "their next plan or refresh.",
             )
+        setattr(request, SAVE_ANSWERED, True)
         published = version or form.current
         assert published is not None
         for warning in policy_reference_warnings(team=obj.team, document=published.document):
@@ -337,6 +342,13 @@ class PolicyAdmin(DraftSimulatorMixin, ServiceSavedAdmin, PlangateModelAdmin):
                 f"{warning}: the rule matches no member until the team has it.",
                 messages.WARNING,
             )
+
+    def message_user(self, request: HttpRequest, message, level=messages.INFO, *args, **kwargs):
+        # After a save, Django adds "The policy “x” was changed successfully.", which said
+        # "changed" of a document that was not (next to save_model's own answer).
+        if level == messages.SUCCESS and getattr(request, SAVE_ANSWERED, False):
+            return
+        super().message_user(request, message, level, *args, **kwargs)
 
     def construct_change_message(self, request, form: forms.Form, formsets, add=False):
         version = cast(PolicyForm, form).published_version  # self.form is PolicyForm

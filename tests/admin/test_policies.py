@@ -103,7 +103,8 @@ def test_saving_the_same_document_publishes_nothing(team_admin_client, agent):
     assert response.status_code == 302
     assert policy.versions.count() == 1
     page = team_admin_client.get(response["Location"]).content.decode()
-    assert "unchanged" in page
+    assert "no version was published" in page
+    assert "was changed successfully" not in page
 
 
 def test_adding_a_policy_publishes_version_one(team_admin_client, team_admin, team, db):

@@ -168,7 +168,8 @@ def _missing_names(
 def _shadow_detail(
     rule: Mapping[str, Any], index: int, by: tuple[int, ...], rules: Sequence[Mapping[str, Any]]
 ) -> str:
-    denies = ", ".join(_label(rules[other], other) for other in by)
+    denies = " and ".join(_label(rules[other], other) for other in by)
+    forbid, refuse = ("forbids", "refuses") if len(by) == 1 else ("forbid", "refuse")
     with_args = [other for other in by if rules[other].get("args")]
     tools = ", ".join(rule["tools"])
     if rule["effect"] == "review":
@@ -179,12 +180,12 @@ def _shadow_detail(
                 for name, constraint in rules[other]["args"].items()
             )
             return (
-                f"{_label(rule, index)} never admits a call: {denies} forbid(s) every call"
+                f"{_label(rule, index)} never admits a call: {denies} {forbid} every call"
                 f" of {tools} it would admit ({conditions}) for every member it applies to,"
                 " so what a person approves under it is refused anyway"
             )
         return (
-            f"{_label(rule, index)} never asks anyone: {denies} refuse(s) every step of"
+            f"{_label(rule, index)} never asks anyone: {denies} {refuse} every step of"
             f" {tools} at issuance for every member it applies to"
         )
     if with_args:
@@ -193,7 +194,7 @@ def _shadow_detail(
             f" is forbidden by {denies} for every member it applies to"
         )
     return (
-        f"{_label(rule, index)} never admits a call: {denies} forbid(s) every tool it names"
+        f"{_label(rule, index)} never admits a call: {denies} {forbid} every tool it names"
         f" ({tools}) for every member it applies to"
     )
 

@@ -34,7 +34,7 @@ def test_a_deny_rule_on_the_same_tool_shadows_an_allow_rule():
     assert finding.path == "rules[0]"
     assert finding.detail == (
         'allow rule "mail" (rules[0]) never admits a call: deny rule "no mail" (rules[1])'
-        " forbid(s) every tool it names (send_email) for every member it applies to"
+        " forbids every tool it names (send_email) for every member it applies to"
     )
 
 
@@ -42,13 +42,15 @@ def test_a_wider_glob_or_several_deny_rules_together_shadow_an_allow_rule():
     assert found(
         policy({"effect": "allow", "tools": ["github_*"]}, {"effect": "deny", "tools": ["*"]})
     ) == [(0, ALLOW_SHADOWED, (1,))]
-    assert found(
-        policy(
-            {"effect": "deny", "tools": ["github_*"]},
-            {"effect": "allow", "tools": ["github_list_issues", "send_[a-z]*"]},
-            {"effect": "deny", "tools": ["send_*"]},
-        )
-    ) == [(1, ALLOW_SHADOWED, (0, 2))]
+    shared = policy(
+        {"effect": "deny", "tools": ["github_*"]},
+        {"effect": "allow", "tools": ["github_list_issues", "send_[a-z]*"]},
+        {"effect": "deny", "tools": ["send_*"]},
+    )
+    assert found(shared) == [(1, ALLOW_SHADOWED, (0, 2))]
+    assert "deny rule (rules[0]) and deny rule (rules[2]) forbid every tool" in (
+        policy_findings(shared)[0].detail
+    )
 
 
 def test_a_deny_rule_covering_only_part_of_the_allow_rule_is_no_finding():

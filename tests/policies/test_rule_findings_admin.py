@@ -60,7 +60,7 @@ def test_the_edit_preview_names_an_allow_rule_a_deny_rule_shadows(team_admin_cli
     assert 'id="rule-findings"' in html
     assert (
         "<code>rules[2]</code>: allow rule (rules[2]) never admits a call:"
-        ' deny rule "no mail" (rules[4]) forbid(s) every tool it names (send_email)'
+        ' deny rule "no mail" (rules[4]) forbids every tool it names (send_email)'
     ) in html
     assert "<code>allow_shadowed</code>" in html
     assert [f.rule for f in page.context["rule_findings"]] == [2]
@@ -77,7 +77,7 @@ def test_the_edit_preview_names_review_rules_that_never_ask_anyone(team_admin_cl
     assert "2 rules in this version never take effect" in html
     assert (
         '<code>rules[4]</code>: review rule "deletes need a person" (rules[4]) never asks'
-        " anyone: deny rule (rules[1]) refuse(s) every step of github_delete_repo at issuance"
+        " anyone: deny rule (rules[1]) refuses every step of github_delete_repo at issuance"
     ) in html
     assert (
         "<code>rules[5]</code>: review rule (rules[5]) never asks anyone: it names no role the"

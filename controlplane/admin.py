@@ -41,8 +41,9 @@ class PlangateAdminSite(admin.AdminSite):
     site_header = "Plangate"
     site_title = "Plangate admin"
     index_title = "Control plane"
-    # Plangate has no public site; its browsable page is the API reference.
-    site_url = "/v1/docs"
+    # "View site": the page at / (controlplane/home.py), which says what this server is and
+    # links the console, the API reference and the public keys.
+    site_url = "/"
 
     def get_urls(self):
         # Imported here: this module is loaded while the app registry is being populated.

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 
-from . import metrics, probes
+from . import home, metrics, probes
 
 # Redoc from our static files (SPECTACULAR_SETTINGS["REDOC_DIST"] = "SIDECAR"), in a page with
 # no inline script and no web font from another origin. Redoc's styled-components add
@@ -26,6 +26,7 @@ handler404 = "kernel.problems.handler404"
 handler500 = "kernel.problems.handler500"
 
 urlpatterns = [
+    path("", home.home, name="home"),
     path("healthz", probes.healthz, name="healthz"),
     path("readyz", probes.readyz, name="readyz"),
     path("metrics", metrics.metrics, name="metrics"),

@@ -30,9 +30,28 @@ def test_auditors_see_plangate_apps_but_not_users(auditor_client):
     assert "app-auth" not in html
 
 
-def test_view_site_leads_to_the_api_docs_not_a_404(superuser_client):
+def test_view_site_leads_to_the_home_page_that_links_every_door(superuser_client, client):
     html = superuser_client.get(reverse("admin:index")).content.decode()
     links = re.findall(r'<a href="([^"]*)">View site</a>', html)
+    assert links == ["/"]
 
-    assert links == ["/v1/docs"]
-    assert superuser_client.get(links[0]).status_code == 200
+    # Anyone who types the server's address gets it, not a bare 404.
+    response = client.get("/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "<title>Plangate control plane | Plangate admin</title>" in page
+    doors = re.findall(r'<a href="([^"]*)">', page.split('id="plangate-doors"')[1])
+    assert doors[:6] == [
+        "/admin/",
+        "/v1/docs",
+        "/v1/schema",
+        "/v1/keys/jwks",
+        "/healthz",
+        "/readyz",
+    ]
+    for door in doors[1:6]:
+        assert client.get(door).status_code in (200, 503), door  # readyz: no key yet
+
+
+def test_the_home_page_answers_get_only(client, db):
+    assert client.post("/").status_code == 405

@@ -121,9 +121,11 @@ def test_a_superuser_tours_the_admin_without_a_policy_violation(page, live_serve
     page.goto("/admin/auth/user/")
     page.check("#action-toggle")
     expect(page.locator(".action-counter")).to_contain_text("1 of 1 selected")
-    # View site leads to the API docs.
+    # View site leads to the home page, and on to the API docs.
     page.goto("/admin/")
     page.get_by_role("link", name="View site").click()
+    expect(page.locator("h1")).to_have_text("Plangate control plane")
+    page.get_by_role("link", name="API reference").click()
     expect(page.locator("h1")).to_contain_text("Plangate API")
 
 

@@ -481,11 +481,9 @@ def _plan_result(case: Case, expected: dict[str, Any], answer: PlanAnswer) -> Ca
     if "review" in expected:
         actual["review"] = [review.step for review in answer.reviews]
     if answer.allowed:
-        detail = "issued" + (
-            f"; a person approves steps {[review.step for review in answer.reviews]} first"
-            if answer.reviews
-            else ""
-        )
+        # For people: steps counted from 1 (the expectations above compare indexes).
+        numbers = ", ".join(str(review.step + 1) for review in answer.reviews)
+        detail = "issued" + (f"; a person approves step(s) {numbers} first" if numbers else "")
     else:
         detail = f"refused (policy_denied): {len(answer.denials)} step(s)"
     return _result(case, expected, actual, detail, tuple(answer.refusal_errors()))

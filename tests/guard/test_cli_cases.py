@@ -118,3 +118,32 @@ def test_a_case_reports_what_it_expected_and_got():
         'decision: expected "allowed", got "not_in_plan"',
         "step: expected 0, got null",
     ]
+
+
+def test_the_steps_a_person_approves_are_told_as_people_count_them():
+    policy = validate_policy(
+        {
+            "version": 1,
+            "default": "deny",
+            "rules": [
+                {"effect": "allow", "tools": ["github_*"]},
+                {"effect": "review", "tools": ["send_email"]},
+            ],
+        }
+    )
+    plan = {
+        **PLAN,
+        "steps": [{"tool": "github_list_issues"}, {"tool": "send_email"}],
+    }
+    (case,) = validate_cases(
+        {
+            "version": 1,
+            "cases": [{**PLAN_CASE, "plan": plan, "expect": {"plan": "issued", "review": [1]}}],
+        }
+    ).cases
+
+    result = run_case(policy, case)
+
+    # The expectation compares indexes (from 0); the text for people counts from 1.
+    assert result.passed
+    assert result.detail == "issued; a person approves step(s) 2 first"

@@ -36,7 +36,7 @@ from guard.deny import compile_deny_args
 from guard.errors import FieldError
 from guard.patterns import compile_glob
 from guard.plan import DEFAULT_MAX_CALLS
-from guard.relation import Relation, constraint_relation, describe_constraint
+from guard.relation import Relation, constraint_relation, describe_constraint, relation_budget
 from guard.rule_index import RuleIndex, build_rule_index
 
 __all__ = [
@@ -272,57 +272,59 @@ def evaluate_plan(
     rules = _applicable_rules(policy, role, groups)
     default_allows = policy["default"] == "allow"
     denials: list[StepDenial] = []
-    for step_index, step in enumerate(plan["steps"]):
-        tool = step["tool"]
-        concerned = [rule for rule in rules if rule.concerns(tool)]
-        deny = next((rule for rule in concerned if rule.deny and rule.args is None), None)
-        if deny is not None:
-            denials.append(
-                StepDenial(step_index, tool, deny.index, f"{deny.label} forbids tool {tool}")
-            )
-            continue
-        allows = [rule for rule in concerned if not rule.deny]
-        if any(rule.pinned for rule in allows):
-            # A rule none of the step's calls can satisfy admits nothing (guard.relation).
-            relations = [
-                (rule, step_rule_relation(step.get("args"), rule.pinned)) for rule in allows
-            ]
-            admitting = [
-                rule for rule, (relation, _) in relations if relation is not Relation.DISJOINT
-            ]
-            if not admitting:
-                if not default_allows:
+    # One plan's patterns share one budget of work (guard.relation).
+    with relation_budget():
+        for step_index, step in enumerate(plan["steps"]):
+            tool = step["tool"]
+            concerned = [rule for rule in rules if rule.concerns(tool)]
+            deny = next((rule for rule in concerned if rule.deny and rule.args is None), None)
+            if deny is not None:
+                denials.append(
+                    StepDenial(step_index, tool, deny.index, f"{deny.label} forbids tool {tool}")
+                )
+                continue
+            allows = [rule for rule in concerned if not rule.deny]
+            if any(rule.pinned for rule in allows):
+                # A rule none of the step's calls can satisfy admits nothing (guard.relation).
+                relations = [
+                    (rule, step_rule_relation(step.get("args"), rule.pinned)) for rule in allows
+                ]
+                admitting = [
+                    rule for rule, (relation, _) in relations if relation is not Relation.DISJOINT
+                ]
+                if not admitting:
+                    if not default_allows:
+                        denials.append(
+                            _disjoint_denial(
+                                step_index, tool, [(rule, found) for rule, (_, found) in relations]
+                            )
+                        )
+                    continue  # with a default that allows, the default decides every call
+                allows = admitting
+            if allows:
+                if any(rule.max_calls is None for rule in allows):
+                    continue
+                step_max_calls = step.get("maxCalls", DEFAULT_MAX_CALLS)
+                # Name the most generous cap: it tells the author how far to lower maxCalls.
+                widest = max(allows, key=lambda rule: (rule.max_calls, -rule.index))
+                assert widest.max_calls is not None
+                if step_max_calls > widest.max_calls:
                     denials.append(
-                        _disjoint_denial(
-                            step_index, tool, [(rule, found) for rule, (_, found) in relations]
+                        StepDenial(
+                            step_index,
+                            tool,
+                            widest.index,
+                            f"maxCalls {step_max_calls} exceeds this rule's limit of"
+                            f" {widest.max_calls}",
                         )
                     )
-                continue  # with a default that allows, the default decides every call
-            allows = admitting
-        if allows:
-            if any(rule.max_calls is None for rule in allows):
                 continue
-            step_max_calls = step.get("maxCalls", DEFAULT_MAX_CALLS)
-            # Name the most generous cap: it tells the author how far to lower maxCalls.
-            widest = max(allows, key=lambda rule: (rule.max_calls, -rule.index))
-            assert widest.max_calls is not None
-            if step_max_calls > widest.max_calls:
+            if not default_allows:
                 denials.append(
                     StepDenial(
-                        step_index,
-                        tool,
-                        widest.index,
-                        f"maxCalls {step_max_calls} exceeds this rule's limit of"
-                        f" {widest.max_calls}",
+                        step_index, tool, None, f"no allow rule admits tool {tool} for this member"
                     )
                 )
-            continue
-        if not default_allows:
-            denials.append(
-                StepDenial(
-                    step_index, tool, None, f"no allow rule admits tool {tool} for this member"
-                )
-            )
     return denials
 
 
@@ -439,23 +441,25 @@ def plan_argument_warnings(
     # Plans repeat tools: match each tool name against the rules' globs once.
     allows_by_tool: dict[str, list[_Rule]] = {}
     warnings: list[StepWarning] = []
-    for step_index, step in enumerate(plan["steps"]):
-        if step_index in refused:
-            continue
-        tool = step["tool"]
-        allows = allows_by_tool.get(tool)
-        if allows is None:
-            allows = [rule for rule in rules if not rule.deny and rule.concerns(tool)]
-            allows_by_tool[tool] = allows
-        partial: list[tuple[_Rule, tuple[ArgumentRelation, ...]]] = []
-        for rule in allows:
-            relation, arguments = step_rule_relation(step.get("args"), rule.pinned)
-            if relation is Relation.INSIDE:
-                break  # this rule admits every call of the step
-            if relation is not Relation.DISJOINT:
-                partial.append((rule, arguments))
-        else:
-            warnings.extend(_argument_warnings(step_index, tool, partial))
+    # One plan's patterns share one budget of work (guard.relation).
+    with relation_budget():
+        for step_index, step in enumerate(plan["steps"]):
+            if step_index in refused:
+                continue
+            tool = step["tool"]
+            allows = allows_by_tool.get(tool)
+            if allows is None:
+                allows = [rule for rule in rules if not rule.deny and rule.concerns(tool)]
+                allows_by_tool[tool] = allows
+            partial: list[tuple[_Rule, tuple[ArgumentRelation, ...]]] = []
+            for rule in allows:
+                relation, arguments = step_rule_relation(step.get("args"), rule.pinned)
+                if relation is Relation.INSIDE:
+                    break  # this rule admits every call of the step
+                if relation is not Relation.DISJOINT:
+                    partial.append((rule, arguments))
+            else:
+                warnings.extend(_argument_warnings(step_index, tool, partial))
     return warnings
 
 

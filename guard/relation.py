@@ -45,6 +45,8 @@ import random
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
@@ -53,7 +55,7 @@ from guard._document import is_number
 from guard.constraints import compile_constraint
 from guard.patterns import GlobSyntaxError
 
-__all__ = ["Relation", "constraint_relation", "describe_constraint"]
+__all__ = ["Relation", "constraint_relation", "describe_constraint", "relation_budget"]
 
 
 class Relation(enum.Enum):
@@ -66,9 +68,21 @@ class Relation(enum.Enum):
 
 
 #: automaton states one pattern may build before the relation gives up (undecidable)
-MAX_STATES: Final = 20_000
+MAX_STATES: Final = 5_000
 #: states a search may visit before the relation gives up (undecidable)
-MAX_SEARCH: Final = 50_000
+MAX_SEARCH: Final = 20_000
+#: units of work (states expanded, moves compared; about 10 us each) one relation may spend:
+#: the patterns of plans and policies need a few hundred to a few thousand; past this the
+#: answer is undecidable
+RELATION_WORK: Final = 10_000
+#: units of work all the relations of one `relation_budget` block may spend together (one
+#: plan's evaluation, whose patterns an agent writes): past it, the relations not yet known
+#: are undecidable
+SHARED_WORK: Final = 50_000
+#: units of work comparing one regex's automaton with RE2 may spend (once per pattern)
+COMPARISON_WORK: Final = 500_000
+#: relations remembered (a plan's steps and a policy's rules repeat)
+MAX_REMEMBERED: Final = 4096
 
 Ranges = tuple[tuple[int, int], ...]
 _SURROGATES_START: Final = 0xD800
@@ -80,6 +94,48 @@ _NEWLINE: Final = ord("\n")
 
 class _Undecidable(Exception):
     """The pattern is not modelled, or a search ran over its budget."""
+
+
+class _SharedBudgetSpent(Exception):
+    """The work shared by a `relation_budget` block is spent: not remembered, since the
+    same relation asked on its own may well be decided."""
+
+
+class _Budget:
+    """Work left to one relation, and to the block it is asked in (if any)."""
+
+    __slots__ = ("remaining", "shared")
+
+    def __init__(self, units: int, shared: _Budget | None = None) -> None:
+        self.remaining = units
+        self.shared = shared
+
+    def spend(self, units: int) -> None:
+        self.remaining -= units
+        if self.remaining < 0:
+            raise _Undecidable("the search is over its budget")
+        if self.shared is not None:
+            self.shared.remaining -= units
+            if self.shared.remaining < 0:
+                raise _SharedBudgetSpent
+
+
+_SHARED: ContextVar[_Budget | None] = ContextVar("relation_budget", default=None)
+
+
+@contextmanager
+def relation_budget(units: int = SHARED_WORK) -> Iterator[None]:
+    """Within the block, every relation asked shares `units` of work (a block inside
+    another shares the outer one's): one plan's evaluation cannot cost more than that,
+    however many patterns it compares. Relations asked after it is spent are undecidable."""
+    if _SHARED.get() is not None:
+        yield
+        return
+    token = _SHARED.set(_Budget(units))
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
 
 
 def describe_constraint(constraint: Mapping[str, Any] | None) -> str:
@@ -94,24 +150,29 @@ def constraint_relation(step: Mapping[str, Any] | None, rule: Mapping[str, Any])
     constraint, or None when the step does not pin the argument) to the values a rule's
     validated constraint `rule` admits for it. Never raises for validated constraints."""
     try:
-        step_key = None if step is None else _key(step)
-        return _relation(step_key, _key(rule))
+        key = (None if step is None else _key(step), _key(rule))
     except (TypeError, ValueError):  # not a validated constraint: claim nothing
         return Relation.UNDECIDABLE
+    known = _REMEMBERED.get(key)
+    if known is not None:
+        return known
+    try:
+        relation = _decide(step, rule, _Budget(RELATION_WORK, _SHARED.get()))
+    except _SharedBudgetSpent:
+        return Relation.UNDECIDABLE
+    except (_Undecidable, RecursionError, GlobSyntaxError, TypeError, ValueError):
+        relation = Relation.UNDECIDABLE
+    if len(_REMEMBERED) >= MAX_REMEMBERED:
+        _REMEMBERED.clear()  # memory stays bounded however varied the constraints
+    _REMEMBERED[key] = relation
+    return relation
+
+
+_REMEMBERED: dict[tuple[str | None, str], Relation] = {}
 
 
 def _key(constraint: Mapping[str, Any]) -> str:
     return json.dumps(constraint, sort_keys=True, separators=(",", ":"))
-
-
-@lru_cache(maxsize=4096)
-def _relation(step_key: str | None, rule_key: str) -> Relation:
-    rule = json.loads(rule_key)
-    step = None if step_key is None else json.loads(step_key)
-    try:
-        return _decide(step, rule)
-    except (_Undecidable, RecursionError, GlobSyntaxError):
-        return Relation.UNDECIDABLE
 
 
 def _operator(constraint: Mapping[str, Any]) -> tuple[str, Any]:
@@ -121,11 +182,11 @@ def _operator(constraint: Mapping[str, Any]) -> tuple[str, Any]:
     return operator, operand
 
 
-def _decide(step: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> Relation:
+def _decide(step: Mapping[str, Any] | None, rule: Mapping[str, Any], budget: _Budget) -> Relation:
     rule_operator, rule_operand = _operator(rule)
     rule_matches = compile_constraint(rule)
     if step is None:
-        return _unpinned(rule_operator, rule_operand)
+        return _unpinned(rule_operator, rule_operand, budget)
     step_operator, step_operand = _operator(step)
     if step_operator in ("eq", "in"):
         values = [step_operand] if step_operator == "eq" else list(step_operand)
@@ -141,11 +202,14 @@ def _decide(step: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> Relation
         strings = sorted({member for member in members if isinstance(member, str)})
         if not any(step_matches(text) for text in strings):
             return Relation.DISJOINT
+        budget.spend(sum(len(text) for text in strings))
         rule_automaton = _strings_automaton(strings)
     else:
+        budget.spend(len(rule_operand))
         rule_automaton = _pattern_automaton(rule_operator, rule_operand)
+    budget.spend(len(step_operand))  # reading a pattern costs its length
     step_automaton = _pattern_automaton(step_operator, step_operand)
-    return _patterns(step_automaton, rule_automaton, step_matches, rule_matches)
+    return _patterns(step_automaton, rule_automaton, step_matches, rule_matches, budget)
 
 
 def _of_finite(results: Sequence[bool]) -> Relation:
@@ -156,13 +220,14 @@ def _of_finite(results: Sequence[bool]) -> Relation:
     return Relation.OVERLAPPING
 
 
-def _unpinned(operator: str, operand: Any) -> Relation:
+def _unpinned(operator: str, operand: Any, budget: _Budget) -> Relation:
     """Any value may come: a rule constraint always leaves some value out (another JSON
     type), so the answer turns on whether some value satisfies it."""
     if operator in ("eq", "in", "lte", "gte"):
         return Relation.OVERLAPPING
+    budget.spend(len(operand))
     automaton = _pattern_automaton(operator, operand)
-    witness = _shortest_accepted(automaton)
+    witness = _shortest_accepted(automaton, budget)
     if witness is None:
         return Relation.DISJOINT
     if not compile_constraint({operator: operand})(witness):
@@ -201,13 +266,14 @@ def _patterns(
     rule: _Automaton,
     step_matches: Callable[[Any], bool],
     rule_matches: Callable[[Any], bool],
+    budget: _Budget,
 ) -> Relation:
-    common = _intersection_witness(step, rule)
+    common = _intersection_witness(step, rule, budget)
     if common is None:
         return Relation.DISJOINT
     if not (step_matches(common) and rule_matches(common)):
         raise _Undecidable("the automata and the matchers disagree")
-    outside = _difference_witness(step, rule)
+    outside = _difference_witness(step, rule, budget)
     if outside is None:
         return Relation.INSIDE
     if not step_matches(outside) or rule_matches(outside):
@@ -280,25 +346,30 @@ class _Automaton:
         self.epsilon.append([])
         return len(self.moves) - 1
 
-    def closure(self, states: Iterator[int] | Sequence[int]) -> frozenset[int]:
+    def closure(self, states: Iterator[int] | Sequence[int], budget: _Budget) -> frozenset[int]:
         seen = set(states)
         stack = list(seen)
         while stack:
+            budget.spend(1)
             for target in self.epsilon[stack.pop()]:
                 if target not in seen:
                     seen.add(target)
                     stack.append(target)
         return frozenset(seen)
 
-    def accepts(self, text: str) -> bool:
-        current = self.closure([self.start])
+    def accepts(self, text: str, budget: _Budget) -> bool:
+        current = self.closure([self.start], budget)
         for character in text:
             code = ord(character)
+            budget.spend(len(current))
             current = self.closure(
-                target
-                for state in current
-                for ranges, target in self.moves[state]
-                if any(low <= code <= high for low, high in ranges)
+                (
+                    target
+                    for state in current
+                    for ranges, target in self.moves[state]
+                    if any(low <= code <= high for low, high in ranges)
+                ),
+                budget,
             )
             if not current:
                 return False
@@ -363,7 +434,10 @@ def _pattern_automaton(operator: str, pattern: str) -> _Automaton:
     if operator == "glob":
         return _glob_automaton(pattern)
     if operator == "regex":
-        return _regex_automaton(pattern)
+        automaton = _regex_automaton(pattern)
+        if automaton is None:
+            raise _Undecidable("the regex is not modelled")
+        return automaton
     raise ValueError(f"not a text pattern operator: {operator!r}")
 
 
@@ -423,9 +497,17 @@ _REGEX_SAMPLES: Final = 24
 
 
 @lru_cache(maxsize=512)
-def _regex_automaton(pattern: str) -> _Automaton:
+def _regex_automaton(pattern: str) -> _Automaton | None:
     """The regex's language for the subset of RE2 modelled here (see the module), read with
-    Python's own regular expression parser, then compared with RE2 on sampled strings."""
+    Python's own regular expression parser, then compared with RE2 on sampled strings; None
+    (remembered too) when it is not modelled."""
+    try:
+        return _read_regex(pattern)
+    except (_Undecidable, RecursionError):
+        return None
+
+
+def _read_regex(pattern: str) -> _Automaton:
     if any(text in pattern for text in _REGEX_NOT_MODELLED):
         raise _Undecidable("syntax not modelled")
     try:  # Python's own parser of regular expressions (stdlib, not a public module)
@@ -456,7 +538,7 @@ def _regex_automaton(pattern: str) -> _Automaton:
         items = items[:-1]
     automaton = builder.automaton
     _finish(automaton, builder.sequence(items, dotall))
-    _compare_with_re2(automaton, pattern)
+    _compare_with_re2(automaton, pattern, _Budget(COMPARISON_WORK))
     return automaton
 
 
@@ -499,11 +581,18 @@ class _RegexBuilder:
             parts = [self.sequence(list(inner), dotall) for _ in range(low)]
             if high is c.MAXREPEAT or high == c.MAXREPEAT:
                 parts.append(_star(automaton, self.sequence(list(inner), dotall)))
-            else:
-                for _ in range(high - low):
-                    optional = self.sequence(list(inner), dotall)
-                    parts.append(_alternate(automaton, [optional, _empty_fragment(automaton)]))
-            return _concatenate(automaton, parts)
+                return _concatenate(automaton, parts)
+            start, current = _concatenate(automaton, parts)
+            # Each optional copy may be skipped straight to one end: a state's closure
+            # stays small, however many copies follow.
+            end = automaton.state()
+            for _ in range(high - low):
+                automaton.epsilon[current].append(end)
+                optional_start, optional_end = self.sequence(list(inner), dotall)
+                automaton.epsilon[current].append(optional_start)
+                current = optional_end
+            automaton.epsilon[current].append(end)
+            return start, end
         raise _Undecidable(f"regular expression item not modelled: {op}")
 
     def members(self, items: Sequence[tuple[Any, Any]]) -> Ranges:
@@ -523,7 +612,7 @@ class _RegexBuilder:
         return _complement(members) if negate else members
 
 
-def _compare_with_re2(automaton: _Automaton, pattern: str) -> None:
+def _compare_with_re2(automaton: _Automaton, pattern: str, budget: _Budget) -> None:
     """Strings the automaton accepts, and small changes of them, must get the same answer
     from RE2: a guard against reading a pattern otherwise than RE2 does."""
     matches = compile_constraint({"regex": pattern})
@@ -543,7 +632,7 @@ def _compare_with_re2(automaton: _Automaton, pattern: str) -> None:
         samples.append(text + "a")
         samples.append(text + "\n")
     for text in samples:
-        if automaton.accepts(text) != matches(text):
+        if automaton.accepts(text, budget) != matches(text):
             raise _Undecidable("the automaton and RE2 disagree")
 
 
@@ -582,12 +671,13 @@ def _path(parents: Mapping[Any, tuple[Any, str | None]], state: Any) -> str:
     return "".join(reversed(characters))
 
 
-def _shortest_accepted(automaton: _Automaton) -> str | None:
+def _shortest_accepted(automaton: _Automaton, budget: _Budget) -> str | None:
     parents: dict[int, tuple[int, str | None]] = {}
     seen = {automaton.start}
     queue = deque([automaton.start])
     while queue:
         state = queue.popleft()
+        budget.spend(1)
         if state == automaton.accept:
             return _path(parents, state)
         steps: list[tuple[int, str | None]] = [(t, None) for t in automaton.epsilon[state]]
@@ -600,7 +690,7 @@ def _shortest_accepted(automaton: _Automaton) -> str | None:
     return None
 
 
-def _intersection_witness(first: _Automaton, second: _Automaton) -> str | None:
+def _intersection_witness(first: _Automaton, second: _Automaton, budget: _Budget) -> str | None:
     """A string both automata accept, or None when there is none (raises _Undecidable
     past the search budget)."""
     start = (first.start, second.start)
@@ -610,6 +700,12 @@ def _intersection_witness(first: _Automaton, second: _Automaton) -> str | None:
     while queue:
         pair = queue.popleft()
         left, right = pair
+        budget.spend(
+            1
+            + len(first.epsilon[left])
+            + len(second.epsilon[right])
+            + len(first.moves[left]) * len(second.moves[right])
+        )
         if left == first.accept and right == second.accept:
             return _path(parents, pair)
         steps: list[tuple[tuple[int, int], str | None]] = []
@@ -633,10 +729,10 @@ def _intersection_witness(first: _Automaton, second: _Automaton) -> str | None:
 _SubsetState = tuple[int, frozenset[int]]
 
 
-def _difference_witness(step: _Automaton, rule: _Automaton) -> str | None:
+def _difference_witness(step: _Automaton, rule: _Automaton, budget: _Budget) -> str | None:
     """A string the step's automaton accepts and the rule's does not, or None when every
     string the step accepts the rule accepts too (raises _Undecidable past the budget)."""
-    start: _SubsetState = (step.start, rule.closure([rule.start]))
+    start: _SubsetState = (step.start, rule.closure([rule.start], budget))
     parents: dict[_SubsetState, tuple[_SubsetState, str | None]] = {}
     seen = {start}
     queue = deque([start])
@@ -649,9 +745,10 @@ def _difference_witness(step: _Automaton, rule: _Automaton) -> str | None:
             ((target, rule_states), None) for target in step.epsilon[position]
         ]
         rule_moves = [move for state in rule_states for move in rule.moves[state]]
+        budget.spend(1 + len(rule_states) + len(rule_moves))
         for ranges, step_target in step.moves[position]:
-            for low, targets in _split(ranges, rule_moves):
-                steps.append(((step_target, rule.closure(targets)), chr(low)))
+            for low, targets in _split(ranges, rule_moves, budget):
+                steps.append(((step_target, rule.closure(targets, budget)), chr(low)))
         for target, character in steps:
             if target not in seen:
                 if len(seen) >= MAX_SEARCH:
@@ -662,7 +759,9 @@ def _difference_witness(step: _Automaton, rule: _Automaton) -> str | None:
     return None
 
 
-def _split(ranges: Ranges, moves: Sequence[tuple[Ranges, int]]) -> Iterator[tuple[int, list[int]]]:
+def _split(
+    ranges: Ranges, moves: Sequence[tuple[Ranges, int]], budget: _Budget
+) -> Iterator[tuple[int, list[int]]]:
     """`ranges` cut where the rule's moves begin or end: for each piece, its first code
     point and the rule states it leads to (the same for every code point of the piece)."""
     cuts: set[int] = set()
@@ -672,6 +771,7 @@ def _split(ranges: Ranges, moves: Sequence[tuple[Ranges, int]]) -> Iterator[tupl
         for low, high in move_ranges:
             cuts.update((low, high + 1))
     points = sorted(cuts)
+    budget.spend(len(points) * (1 + len(moves)))
     seen_targets: set[frozenset[int]] = set()
     for low, following in itertools.pairwise(points):
         high = following - 1

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from guard.constraints import OPERATORS, compile_constraint, validate_constraint
-from guard.relation import Relation, constraint_relation
+from guard.relation import Relation, constraint_relation, relation_budget
 
 # Patterns are written over "a", "b" and "]"; the universe's text adds a newline (which `.`
 # leaves out) and "d", a character no pattern names (what `[!ab]` or `[^a]` may stand for).
@@ -152,10 +152,23 @@ def test_named_cases(step, rule, expected):
     assert check(step, rule) is expected
 
 
-def test_a_pattern_too_large_to_search_is_undecidable_not_a_guess():
-    step = {"regex": "(a|b){1000}(a|b){1000}"}
-    assert constraint_relation(step, {"glob": "*a"}) in (Relation.UNDECIDABLE, Relation.OVERLAPPING)
-    assert constraint_relation({"glob": "x"}, {"regex": "(" * 3 + "a" + ")" * 3}) in (
-        Relation.DISJOINT,
-        Relation.UNDECIDABLE,
-    )
+def test_a_search_over_its_budget_is_undecidable_not_a_guess():
+    # Patterns an agent may write to make issuance work hard: never a wrong answer.
+    hard = [
+        ({"glob": "?" * 1000}, {"glob": "*a*"}),
+        ({"glob": "[a-z]" * 200}, {"glob": "*[b-y]*[!q]" * 10}),
+        ({"regex": "(a|b|c){1,300}x"}, {"glob": "*a*"}),
+    ]
+    for step, rule in hard:
+        assert constraint_relation(step, rule) in (Relation.UNDECIDABLE, Relation.OVERLAPPING)
+
+
+def test_a_spent_shared_budget_answers_undecidable_and_is_not_remembered():
+    step, rule = {"glob": "acme/*x"}, {"glob": "acme/public-*"}
+
+    with relation_budget(units=1):
+        assert constraint_relation(step, rule) is Relation.UNDECIDABLE
+        # Finite sets and numbers need no search: still decided.
+        assert constraint_relation({"eq": "acme/app"}, rule) is Relation.DISJOINT
+
+    assert constraint_relation(step, rule) is Relation.OVERLAPPING

@@ -46,6 +46,7 @@ from .admin_decisions import AgentChoiceFilter, SuggestedToolFilter
 from .admin_display import (
     approval_html,
     blocked_attempts,
+    delivered_by_token,
     displayed_plan,
     plan_display_status,
     status_badge,
@@ -351,6 +352,7 @@ class PlanAdmin(ExportMixin, ReadOnlyAdmin):
                     "agent_link": admin_link(plan.agent),
                     "steps": step_reports(plan),
                     "blocked": blocked_attempts(plan),
+                    "delivered_by_token": delivered_by_token(plan),
                     "approval": approval_html(plan),
                     "displayed": displayed_plan(plan),
                     "tokens": [

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Count
+from django.db.models import Count, Sum
 from django.utils import dateformat, timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
@@ -22,7 +22,7 @@ from guard.plan import DEFAULT_MAX_CALLS
 from kernel.admin_base import change_url
 from kernel.json_format import compact_json, pretty_json
 
-from .models import Plan, PlanDisplayUpdate, PlanEvent
+from .models import Plan, PlanDisplayUpdate, PlanEvent, PlanEventBatch
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +151,17 @@ def blocked_attempts(plan: Plan) -> BlockedAttempts:
     newest = queryset.order_by("-occurred_at", "-id")[:BLOCKED_SHOWN]
     return BlockedAttempts(
         total=queryset.count(), shown=[BlockedAttempt(event) for event in newest]
+    )
+
+
+def delivered_by_token(plan: Plan) -> int:
+    """Decisions the agent's guard delivered with the plan's intent token, its API key
+    refused (revoked, expired, the agent disabled): docs/decisions/0054."""
+    return (
+        PlanEventBatch.objects.filter(
+            plan=plan, credential=PlanEventBatch.Credential.PLAN_TOKEN
+        ).aggregate(events=Sum("events"))["events"]
+        or 0
     )
 
 

@@ -286,6 +286,13 @@ def test_every_decision_is_recorded_or_counted_as_lost(
         assert 'id="decisions-lost"' in html
     else:
         assert f"Blocked attempts ({blocked.count()})" in html
+    carried = PlanEvent.objects.filter(
+        plan_id=run.plan_id, batch__credential=PlanEventBatch.Credential.PLAN_TOKEN
+    ).count()
+    assert (f"{carried} decisions were delivered with the plan's own intent token" in html) == (
+        carried > 0
+    )
+    assert (carried > 0) == path.by_token
     # One warning for the refused key, one summary at close: never a line per batch.
     lines = [record.getMessage() for record in caplog.records]
     refused_key = [line for line in lines if "refused the agent's API key" in line]

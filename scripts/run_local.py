@@ -199,6 +199,7 @@ class Child:
                 os.killpg(self.process.pid, signal.SIGKILL)
 
     def schedule_restart(self, now: float) -> None:
+        self.follow()  # what it wrote before it died, its last error line included
         self.clear_group()
         ran = now - self.started_at
         if ran >= STEADY_SECONDS:

@@ -90,13 +90,14 @@ def test_a_document_that_breaks_the_schema_is_named_by_its_paths(page, acme):
     document["rules"][1]["effect"] = "forbid"
     document["rules"][2]["tool"] = "send_email"
     document["rules"][0]["args"]["repo"] = {"glb": "acme/*"}
+    del document["default"]
 
     type_document(page, json.dumps(document, indent=2))
 
     problems = page.locator(PROBLEMS)
     expect(problems.first).to_be_visible()
     shown = problems.all_inner_texts()
-    expect(problems).to_have_count(3)
+    expect(problems).to_have_count(4)
     text = json.dumps(document, indent=2).split("\n")
     effect_line = next(n for n, line in enumerate(text, 1) if '"forbid"' in line)
     assert (
@@ -107,6 +108,8 @@ def test_a_document_that_breaks_the_schema_is_named_by_its_paths(page, acme):
         item.startswith(f"rules[2].tool (line {tool_line}): unknown field (expected effect, tools")
         for item in shown
     ), shown
+    # A missing field is named by its path, at the object that lacks it.
+    assert "default (line 1): is required" in shown
     assert any(
         item.startswith("rules[0].args.repo (line ")
         and "exactly one operator: eq, in, glob, regex, lte, gte" in item

@@ -104,8 +104,8 @@
     return values.map((value) => JSON.stringify(value)).join(", ");
   }
 
-  function schemaProblems(document, schema) {
-    const result = new cm.Validator(schema, "2020-12", false).validate(document);
+  function schemaProblems(value, schema) {
+    const result = new cm.Validator(schema, "2020-12", false).validate(value);
     if (result.valid) {
       return [];
     }
@@ -172,9 +172,9 @@
   function diagnose(view, schema) {
     const state = view.state;
     const text = state.doc.toString();
-    let document;
+    let value;
     try {
-      document = JSON.parse(text);
+      value = JSON.parse(text);
     } catch (error) {
       const found = cm.jsonParseLinter()(view);
       const at = found.length ? found[0].from : 0;
@@ -191,8 +191,8 @@
         },
       ];
     }
-    return schemaProblems(document, schema).map(({ segments, message }) => {
-      const path = pathText(segments, document);
+    return schemaProblems(value, schema).map(({ segments, message }) => {
+      const path = pathText(segments, value);
       let node = nodeAtPath(state, segments);
       if (!node) {
         // A missing field: mark the object that lacks it.

@@ -70,6 +70,7 @@ def test_controlplane_is_wiring_only():
         "admin.py",
         "probes.py",
         "metrics.py",  # GET /metrics: the scrape, like the probes
+        "home.py",  # GET /: what this server is and where its doors are
     }
     assert not (ROOT / "controlplane" / "management").exists()
     assert not (ROOT / "controlplane" / "migrations").exists()

@@ -26,10 +26,11 @@ How each pair is decided:
   ``eq`` / ``in``): both sides become automata over code points and the intersection (and
   the step's language less the rule's) are searched. Globs translate exactly; a regex is
   modelled only when it uses literals, ``.``, classes of literals and ranges, groups,
-  alternation, repetition, the ``s`` flag and ``^`` / ``$`` at its ends; anything else
-  (``(?i)``, ``\\d``, ``\\b``, ``[[:alpha:]]``, ...) is ``undecidable``. Every value found this
-  way is checked again with the real matchers, and a regex automaton is compared with RE2 on
-  sampled strings before it is trusted; a disagreement answers ``undecidable``.
+  alternation, repetition, the ``s`` flag, ``\\d`` ``\\w`` ``\\s`` (ASCII, as RE2 reads them)
+  and ``^`` / ``$`` at its ends; anything else (``(?i)``, ``\\b``, ``\\pL``, ``[[:alpha:]]``,
+  ...) is ``undecidable``. Every value found this way is checked again with the real
+  matchers, and a regex automaton is compared with RE2 on sampled strings before it is
+  trusted; a disagreement answers ``undecidable``.
 
 Values are JSON values as a call passes them; text is valid Unicode (a lone surrogate, which
 RE2 cannot read, is not considered).
@@ -491,6 +492,20 @@ def _glob_class(body: str) -> Ranges:
     return _normalize(items)
 
 
+# RE2's Perl classes are ASCII (Python's, on text, are Unicode): \d [0-9], \w [0-9A-Za-z_],
+# \s [\t\n\f\r ]; the parser names them by Python's categories.
+_DIGITS: Final[Ranges] = ((0x30, 0x39),)
+_WORD: Final[Ranges] = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
+_SPACE: Final[Ranges] = ((0x09, 0x0A), (0x0C, 0x0D), (0x20, 0x20))
+_PERL_CLASSES: Final[dict[str, Ranges]] = {
+    "CATEGORY_DIGIT": _DIGITS,
+    "CATEGORY_NOT_DIGIT": _complement(_DIGITS),
+    "CATEGORY_WORD": _WORD,
+    "CATEGORY_NOT_WORD": _complement(_WORD),
+    "CATEGORY_SPACE": _SPACE,
+    "CATEGORY_NOT_SPACE": _complement(_SPACE),
+}
+
 # RE2 syntax Python's parser would read differently, or not at all: never modelled.
 _REGEX_NOT_MODELLED: Final = ("[:", "{,", "\\Q", "\\C", "\\p", "\\P", "\\x{", "\\z")
 _REGEX_SAMPLES: Final = 24
@@ -606,6 +621,8 @@ class _RegexBuilder:
                 ranges.append((value, value))
             elif op is c.RANGE:
                 ranges.append((value[0], value[1]))
+            elif op is c.CATEGORY and str(value) in _PERL_CLASSES:
+                ranges.extend(_PERL_CLASSES[str(value)])
             else:
                 raise _Undecidable(f"class member not modelled: {op}")
         members = _normalize(ranges)

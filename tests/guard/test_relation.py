@@ -28,6 +28,7 @@ OTHERS: list[Any] = [None, True, False, [1], {"a": 1}, [], {}, "1", 1.25]
 NAMED: list[Any] = [
     *("acme/app", "acme/public-web", "acme/public-", "acme/", "acme/\n", "acme/a", "acme/b"),
     *("acme/ab", "acme/1", "globex/a", "7", "x"),
+    *("0", "0b", " b", "_", "a0", "\tb", "0a"),  # for \d, \w, \s
     *(-1, 0, 5, 10, 11, 50, 100, 101),
 ]
 
@@ -53,6 +54,9 @@ regexes = st.sampled_from(
         "a*?b",
         "(?:ab)*",
         "\\d",
+        "\\w+",
+        "[\\s\\d]b",
+        "\\S*",
         "(?i)a",
         "[[:alpha:]]b",
         "\\bab",
@@ -144,7 +148,9 @@ def test_the_relation_agrees_with_the_matchers(data, step_operator, rule_operato
         ({"eq": True}, {"eq": 1}, Relation.DISJOINT),
         (None, {"glob": "acme/*"}, Relation.OVERLAPPING),
         (None, {"eq": "acme/app"}, Relation.OVERLAPPING),
-        ({"regex": "\\d+"}, {"glob": "*"}, Relation.UNDECIDABLE),
+        ({"regex": "\\d+"}, {"glob": "*"}, Relation.INSIDE),  # RE2's \d is [0-9]
+        ({"regex": "\\S+"}, {"regex": "\\w+"}, Relation.OVERLAPPING),
+        ({"regex": "(?i)acme/app"}, {"glob": "acme/*"}, Relation.UNDECIDABLE),
         ({"regex": "[[:alpha:]]+"}, {"glob": "*"}, Relation.UNDECIDABLE),
     ],
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from enum import StrEnum
 
 
@@ -52,3 +54,27 @@ class PlanOutcome(StrEnum):
 
 
 PLAN_OUTCOMES: frozenset[str] = frozenset(outcome.value for outcome in PlanOutcome)
+
+# An ``ended`` plan's reason naming the required steps that did not complete: written by the
+# guard (`not_completed_reason`), read by the control plane's plan page
+# (`steps_not_completed`). Tool names hold no space or parenthesis, so it reads back whole.
+NOT_COMPLETED_PREFIX = "required step(s) did not complete: "
+_NOT_COMPLETED_STEP = re.compile(r"(?:: |; )step (\d+) \(")
+
+
+def not_completed_reason(steps: Iterable[tuple[int, str, bool]]) -> str:
+    """The end reason for required steps (index, tool, whether a call of it failed) that
+    did not complete, counting steps from 1 as people do; empty for none."""
+    parts = [
+        f"step {index + 1} ({tool}): {'its call failed' if failed else 'it was not called'}"
+        for index, tool, failed in steps
+    ]
+    return NOT_COMPLETED_PREFIX + "; ".join(parts) if parts else ""
+
+
+def steps_not_completed(reason: str) -> frozenset[int]:
+    """The indexes (from 0) of the steps a `not_completed_reason` names; none for any other
+    reason."""
+    if not reason.startswith(NOT_COMPLETED_PREFIX):
+        return frozenset()
+    return frozenset(int(number) - 1 for number in _NOT_COMPLETED_STEP.findall(reason))

@@ -17,7 +17,7 @@ from django.utils import dateformat, timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from guard.decisions import Decision
+from guard.decisions import Decision, steps_not_completed
 from guard.plan import DEFAULT_MAX_CALLS
 from kernel.admin_base import change_url
 from kernel.json_format import compact_json, pretty_json
@@ -80,6 +80,9 @@ class StepReport:
     max_calls: int
     required: bool
     used: int
+    # False when the guard ended the plan saying the step did not complete (its calls
+    # failed): allowed calls alone are not a run (docs/decisions/0058).
+    completed: bool = True
 
     @property
     def number(self) -> int | None:
@@ -87,7 +90,7 @@ class StepReport:
 
     @property
     def ran(self) -> bool:
-        return self.used > 0
+        return self.used > 0 and self.completed
 
     @property
     def over_budget(self) -> bool:
@@ -109,6 +112,9 @@ def step_reports(plan: Plan) -> list[StepReport]:
         .values_list("step", "total")
     )
     steps = plan.document.get("steps") if isinstance(plan.document, dict) else None
+    not_completed = (
+        steps_not_completed(plan.end_reason) if plan.status == Plan.Status.ENDED else frozenset()
+    )
     reports = []
     for index, step in enumerate(steps if isinstance(steps, list) else []):
         step = step if isinstance(step, dict) else {}
@@ -121,6 +127,7 @@ def step_reports(plan: Plan) -> list[StepReport]:
                 max_calls=max_calls if isinstance(max_calls, int) else DEFAULT_MAX_CALLS,
                 required=step.get("required") is True,
                 used=used.get(index, 0),
+                completed=index not in not_completed,
             )
         )
     return reports

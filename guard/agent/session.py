@@ -18,7 +18,7 @@ from guard.agent import acp
 from guard.agent.tool_calls import tool_calls
 from guard.agent.verified import VerifiedToken
 from guard.constraints import compile_constraint
-from guard.decisions import Decision, PlanOutcome
+from guard.decisions import Decision, PlanOutcome, not_completed_reason
 from guard.plan import CompiledPlan
 
 __all__ = ["CallDecision", "PlanState"]
@@ -268,21 +268,13 @@ class PlanState:
     def end_reason(self) -> str:
         """Why the plan did not complete, for the decision log: the required steps that did
         not run, counted from 1 as people count them (empty when it completed)."""
-        missing = [
-            index
+        return not_completed_reason(
+            (index, step["tool"], self.failed[index] > 0)
             for index, (step, status) in enumerate(
                 zip(self.document["steps"], self.statuses, strict=True)
             )
             if step.get("required") and status != acp.COMPLETED
-        ]
-        if not missing:
-            return ""
-        parts = []
-        for index in missing:
-            tool = self.document["steps"][index]["tool"]
-            why = "its call failed" if self.failed[index] else "it was not called"
-            parts.append(f"step {index + 1} ({tool}): {why}")
-        return "required step(s) did not complete: " + "; ".join(parts)
+        )
 
     def complete_running_steps(self) -> bool:
         """At the end: a step still in progress shows as completed, unless every call of it

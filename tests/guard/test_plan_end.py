@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from django.urls import reverse
 
 from audit.models import AuditRecord
 from guard.agent.errors import PLAN_SWAPPED, TOKEN_INVALID, GuardError
+from guard.decisions import not_completed_reason, steps_not_completed
 from guard.plan import plan_hash, validate_plan
 from plans.models import Plan, PlanDisplayUpdate, PlanEventBatch
 from tests.conftest import plan_document
@@ -67,7 +69,9 @@ def failing_tool(repo: str) -> list[int]:
 
 
 @pytest.mark.parametrize("through", ["call", "tool"])
-def test_a_required_step_whose_tool_raised_has_not_run_and_the_plan_ends(live_any_guard, through):
+def test_a_required_step_whose_tool_raised_has_not_run_and_the_plan_ends(
+    live_any_guard, admin_client, through
+):
     messages: list[dict] = []
     guard = live_any_guard(acp_sink=messages.append)
     declared = guard.declare(PLAN)
@@ -102,6 +106,11 @@ def test_a_required_step_whose_tool_raised_has_not_run_and_the_plan_ends(live_an
     ][-1:]
     entries = last_items["params"]["update"]["plan"]["entries"]
     assert [entry["status"] for entry in entries] == ["cancelled", "pending"]
+    # The plan page tells the auditor so: allowed calls alone are not a run.
+    page = admin_client.get(reverse("admin:plans_plan_change", args=[plan.pk]))
+    html = page.content.decode()
+    assert "required · not run" in html
+    assert "required · ran" not in html
 
 
 def test_a_required_step_runs_once_a_call_of_it_returns_after_one_raised(live_any_guard):
@@ -176,3 +185,15 @@ def test_a_token_the_guard_refuses_marks_the_plan_with_the_reason(live_any_guard
     (record,) = ended_records(plan.id)
     assert record.code == "token_refused"
     assert record.details["reason"] == plan.end_reason
+
+
+def test_the_end_reason_names_the_steps_that_did_not_complete_and_reads_back():
+    reason = not_completed_reason([(1, "send_email", True), (3, "github_get_issue", False)])
+
+    assert reason == (
+        "required step(s) did not complete: step 2 (send_email): its call failed;"
+        " step 4 (github_get_issue): it was not called"
+    )
+    assert steps_not_completed(reason) == {1, 3}
+    assert not_completed_reason([]) == ""
+    assert steps_not_completed("plan_revoked: step 2 (send_email) was running") == frozenset()

@@ -28,7 +28,7 @@ from guard.plan import (
     plan_json_schema,
     validate_plan,
 )
-from guard.policy import policy_hash, validate_policy
+from guard.policy import policy_hash, policy_json_schema, validate_policy
 from guard.policy_evaluation import CompiledPolicy, PolicyDecision, StepDenial, evaluate_plan
 from guard.tokens import unverified_claims, unverified_header, verify_token
 
@@ -75,6 +75,7 @@ __all__ = [
     "plan_hash",
     "plan_json_schema",
     "policy_hash",
+    "policy_json_schema",
     "public_jwk",
     "sha256_hex",
     "unverified_claims",

@@ -140,3 +140,15 @@ def test_a_document_typed_in_the_editor_is_published_on_save(page, acme):
         "tools": ["send_email"],
         "name": "no mail",
     }
+
+
+def test_the_keyboard_leaves_the_editor_with_escape_then_tab(page, acme):
+    open_editor(page)
+    page.locator(".plangate-editor .cm-content").click()
+    page.keyboard.press("Tab")  # indents
+    assert page.evaluate("document.activeElement.className") == "plangate-editor"
+    page.keyboard.press("Escape")
+    page.keyboard.press("Tab")
+    # Focus went on to the next field of the form.
+    assert page.evaluate("document.activeElement.className") != "plangate-editor"
+    expect(page.locator(".plangate-editor-wrap .help")).to_contain_text("Esc, then Tab")

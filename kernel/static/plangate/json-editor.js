@@ -258,9 +258,12 @@
     const list = document.createElement("ul");
     list.className = "plangate-json-errors plangate-editor-problems";
     status.setAttribute("aria-live", "polite");
+    const hint = document.createElement("p");
+    hint.className = "help";
+    hint.textContent = "Tab indents; to move on with the keyboard, press Esc, then Tab.";
     const wrapper = document.createElement("div");
     wrapper.className = "plangate-editor-wrap";
-    wrapper.append(holder, status, list);
+    wrapper.append(holder, hint, status, list);
     textarea.after(wrapper);
     textarea.classList.add("plangate-editor-source");
 

@@ -71,6 +71,7 @@ def test_controlplane_is_wiring_only():
         "probes.py",
         "metrics.py",  # GET /metrics: the scrape, like the probes
         "home.py",  # GET /: what this server is and where its doors are
+        "broker.py",  # the embedded broker's transport, messages written whole (0059)
     }
     assert not (ROOT / "controlplane" / "management").exists()
     assert not (ROOT / "controlplane" / "migrations").exists()

@@ -116,15 +116,21 @@ def test_a_broker_that_is_away_at_enqueue_is_logged_not_raised(
     from controlplane.celery import app
 
     team_webhook_save(team=team, url="https://hooks.example.test/a", secret=SECRET)
-    previous = app.conf.broker_write_url, app.conf.task_publish_retry
-    # Nothing listens on port 9; no publish retries, so the failure comes at once.
+    previous = app.conf.broker_write_url, app.conf.task_publish_retry, app.conf.broker_transport
+    # Nothing listens on port 9; no publish retries, so the failure comes at once. The
+    # embedded broker's transport (named only for filesystem://) must not carry over.
     app.conf.broker_write_url, app.conf.task_publish_retry = "redis://127.0.0.1:9/0", False
+    app.conf.broker_transport = None
     _fresh_broker_connections(app)
     try:
         with django_capture_on_commit_callbacks(execute=True):
             plan = request_approval(review_agent)
     finally:
-        app.conf.broker_write_url, app.conf.task_publish_retry = previous
+        (
+            app.conf.broker_write_url,
+            app.conf.task_publish_retry,
+            app.conf.broker_transport,
+        ) = previous
         _fresh_broker_connections(app)
 
     assert Plan.objects.get(pk=plan.pk).status == Plan.Status.PENDING_APPROVAL

@@ -15,16 +15,8 @@ from playwright.sync_api import expect
 from policies.models import PolicyVersion
 from tests.conftest import POLICY, plan_document
 
-from .conftest import log_in
-from .test_admin_console import PASSWORD, staff, world  # noqa: F401 (fixtures)
-
-try:  # the policy document is edited in a JSON editor where the console has one
-    from .conftest import fill_json_editor  # type: ignore[attr-defined]
-except ImportError:  # a plain textarea
-
-    def fill_json_editor(page, text: str, field: str = "#id_document") -> None:
-        page.fill(field, text)
-
+from .conftest import fill_json_editor, log_in
+from .test_admin_console import PASSWORD, admin_groups, staff, world  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser]
 

@@ -1,7 +1,8 @@
 """The approval queue: plans a policy's review rule sent to a person, for the team admins
 and the "Approvers" of their teams. Each shows the whole plan; Approve and Deny (with a
-reason) are actions through ``plans.approvals.plan_approval_decide``, which refuses a plan
-made for the person deciding; the queue does not even draw the controls for them.
+reason) are actions through ``plans.approvals.plan_approval_decide``, which refuses anyone
+``plans.approvals.plan_approver_refusal`` refuses (a plan made for the person deciding, a
+person who is not asked to decide it); the queue draws no controls for them and says why.
 
 A proxy of ``plans.Plan`` in this app (``notify.ApprovalRequest``): its view permission
 shows the queue, ``notify.decide_approval`` lets a person decide (docs/decisions/0037).
@@ -26,7 +27,12 @@ from kernel.json_format import pretty_json
 from kernel.problems import DomainError
 from plans.admin import PlanAdmin
 from plans.admin_display import step_reports
-from plans.approvals import acts_for, plan_approval_decide, plans_awaiting_approval
+from plans.approvals import (
+    acts_for,
+    plan_approval_decide,
+    plan_approver_refusal,
+    plans_awaiting_approval,
+)
 from plans.models import Plan
 
 from .models import ApprovalRequest
@@ -79,8 +85,9 @@ class ApprovalQueueAdmin(ReadOnlyPermissions, PlangateModelAdmin):
         return obj.approval == Plan.Approval.PENDING
 
     def object_action_url(self, request: HttpRequest, obj: Any, action_name: str) -> str | None:
-        # Nobody decides on a plan made for themselves: no control is drawn for it.
-        if acts_for(request.user, obj):
+        # Only a person the service would let decide sees the controls (one rule:
+        # plan_approver_refusal), so nobody is offered a button that would only refuse.
+        if plan_approver_refusal(obj, request.user) is not None:
             return None
         return super().object_action_url(request, obj, action_name)
 
@@ -167,6 +174,7 @@ class ApprovalQueueAdmin(ReadOnlyPermissions, PlangateModelAdmin):
         context = dict(extra_context or {})
         if plan is not None:
             member = plan.member
+            refusal = plan_approver_refusal(plan, request.user)
             context.update(
                 {
                     "title": Truncator(f"Approve or deny: {plan.goal}").chars(100),
@@ -181,7 +189,12 @@ class ApprovalQueueAdmin(ReadOnlyPermissions, PlangateModelAdmin):
                     "review": plan.review or [],
                     "document_json": pretty_json(plan.document),
                     "own_plan": acts_for(request.user, plan),
-                    "may_decide": self.has_decide_permission(request),
+                    "may_decide": self.has_decide_permission(request) and refusal is None,
+                    # why a person holding the permission still may not decide this plan,
+                    # in the service's own words (no e-mail address, not the team's staff)
+                    "refusal": refusal.detail
+                    if refusal is not None and self.has_decide_permission(request)
+                    else "",
                 }
             )
         return super().change_view(request, object_id, form_url, context)

@@ -115,7 +115,9 @@ def plans_awaiting_approval(plans: QuerySet | None = None) -> QuerySet[Plan]:
 
 
 def plan_approvers(plan: Plan) -> QuerySet:
-    """Who can decide on ``plan`` and be told about it (docs/decisions/0057): active staff
+    """Who can decide on ``plan`` and be told about it (docs/decisions/0057), the one
+    queryset both asking (``notify.selectors``) and deciding (``plan_approver_refusal``)
+    read: active staff
     with an e-mail address, never the person the plan acts for (``self_approval``), who
     are either a superuser or staff of the plan's team holding ``DECIDE_PERMISSION``
     (through a group, as Approvers and Team admins, or given to them directly)."""
@@ -249,21 +251,47 @@ def acts_for(user: Any, plan: Plan) -> bool:
     return bool(email) and email.casefold() == plan.member.email.casefold()
 
 
-def _approver_email(plan: Plan, by_user: Any) -> str:
-    email = str(getattr(by_user, "email", "") or "").strip()
-    if not getattr(by_user, "is_active", False) or not email:
-        raise DomainError(
-            "permission_denied", "Only an active person with an e-mail address can decide."
-        )
-    if not (
-        getattr(by_user, "is_superuser", False) or plan.team.staff.filter(pk=by_user.pk).exists()
-    ):
-        raise DomainError("permission_denied", "Only the team's staff decide on its plans.")
-    if acts_for(by_user, plan):
-        raise DomainError(
+def plan_approver_refusal(plan: Plan, user: Any) -> DomainError | None:
+    """Why ``user`` may not decide on ``plan``, or None when they may (docs/decisions/0057).
+
+    The one rule for every door (the queue, ``manage.py decide_plan``,
+    ``plan_approval_decide`` itself): ``user`` is one of ``plan_approvers(plan)``, the
+    people who are asked, and is not the person the plan acts for (``acts_for``, which
+    compares e-mails with full case folding too). An e-mail address is required to decide,
+    not only to be told: the decision is recorded, and signed into ``apr``, as the
+    approver's e-mail. The person as given is read too (a user just made inactive and not
+    yet saved is refused); the messages say which part of the rule ``user`` misses.
+    """
+    if acts_for(user, plan):
+        return DomainError(
             "self_approval", "Nobody decides on a plan made for themselves; ask another approver."
         )
-    return email
+    if not getattr(user, "is_active", False) or not str(getattr(user, "email", "") or "").strip():
+        return DomainError(
+            "permission_denied", "Only an active person with an e-mail address can decide."
+        )
+    if not getattr(user, "is_staff", False):
+        return DomainError("permission_denied", "Only staff of the console decide on plans.")
+    pk = getattr(user, "pk", None)
+    if pk is not None and plan_approvers(plan).filter(pk=pk).exists():
+        return None
+    return DomainError(
+        "permission_denied",
+        f"Only a superuser, or staff of the team {plan.team.name} allowed to decide approvals"
+        " (the Approvers or Team admins group), decides on its plans.",
+    )
+
+
+def plan_approver_may_decide(plan: Plan, user: Any) -> bool:
+    """Whether ``user`` may approve or deny ``plan``: ``plan_approver_refusal`` is None."""
+    return plan_approver_refusal(plan, user) is None
+
+
+def _approver_email(plan: Plan, by_user: Any) -> str:
+    refusal = plan_approver_refusal(plan, by_user)
+    if refusal is not None:
+        raise refusal
+    return str(by_user.email).strip()
 
 
 def plan_approval_decide(
@@ -276,9 +304,10 @@ def plan_approval_decide(
 ) -> ApprovalDecision:
     """Approve or deny a plan waiting for a person.
 
-    ``by_user`` is the person deciding (a Django user): active, with an e-mail, staff of
-    the plan's team (or a superuser), and never the plan's own member (``self_approval``,
-    e-mails compared case-insensitively). A denial needs a ``reason``. Refused with
+    ``by_user`` is the person deciding (a Django user), one ``plan_approver_refusal``
+    accepts: one of ``plan_approvers`` (active staff with an e-mail, a superuser or the
+    team's staff holding ``DECIDE_PERMISSION``), never the plan's own member
+    (``self_approval``); otherwise ``permission_denied``. A denial needs a ``reason``. Refused with
     ``approval_not_pending`` once decided, ``approval_expired`` past the deadline (the
     plan is then marked expired). Appends ``approval_decided``.
     """

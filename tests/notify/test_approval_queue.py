@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import User
 from django.urls import reverse
 
 from audit.models import AuditRecord
 from plans.models import Plan
-from tests.admin.conftest import logged_in
+from tests.admin.conftest import PASSWORD, logged_in
 from tests.notify.conftest import make_person, request_approval
 
 QUEUE = reverse("admin:notify_approvalrequest_changelist")
@@ -185,3 +187,68 @@ def test_every_link_an_approver_is_shown_opens(approver, pending):
     assert plan_url(pending) in seen, sorted(seen)
     assert any(href.startswith("/admin/members/member/") for href in seen), sorted(seen)
     assert action_url(pending, "approve_plans") in seen
+
+
+# One rule for who may decide (plans.approvals.plan_approver_refusal): the queue draws the
+# controls only for a person the service lets decide, says why to anyone else holding the
+# permission, and a decision posted anyway writes nothing.
+
+
+def nothing_written(plan: Plan) -> None:
+    current = Plan.objects.get(pk=plan.pk)
+    assert (current.status, current.approval, current.approval_by) == (
+        Plan.Status.PENDING_APPROVAL,
+        Plan.Approval.PENDING,
+        "",
+    )
+    assert not AuditRecord.objects.filter(
+        plan_id=plan.pk, kind=AuditRecord.Kind.APPROVAL_DECIDED
+    ).exists()
+    assert not LogEntry.objects.filter(object_id=plan.pk).exists()
+
+
+def test_the_plans_member_holding_the_permission_decides_nothing_in_the_queue(
+    alice_approver, pending
+):
+    client = logged_in(alice_approver)
+
+    for action, reason in (("approve_plans", ""), ("deny_plans", "no")):
+        response = decide(client, pending, action, reason)
+        assert response.status_code == 302
+
+    messages = client.get(QUEUE).content.decode()
+    assert messages.count("Not decided: ") == 2
+    assert "Nobody decides on a plan made for themselves" in messages
+    nothing_written(pending)
+
+
+def test_an_approver_without_an_e_mail_address_is_told_why_and_offered_nothing(team, pending):
+    nameless = make_person("nomail", "", group="Approvers", teams=[team])
+    client = logged_in(nameless)
+
+    page = client.get(plan_url(pending)).content.decode()
+
+    assert 'id="not-an-approver"' in page
+    assert "Only an active person with an e-mail address can decide." in page
+    assert action_url(pending, "approve_plans") not in page
+    assert action_url(pending, "deny_plans") not in page
+    assert decide(client, pending, "approve_plans").status_code == 302
+    assert "Only an active person with an e-mail address" in client.get(QUEUE).content.decode()
+    nothing_written(pending)
+
+
+def test_a_superuser_decides_in_the_queue(pending):
+    root = User.objects.create_superuser("root", "root@example.test", PASSWORD)
+    client = logged_in(root)
+
+    page = client.get(plan_url(pending)).content.decode()
+    assert action_url(pending, "approve_plans") in page
+    assert 'id="not-an-approver"' not in page
+
+    decide(client, pending, "approve_plans")
+
+    plan = Plan.objects.get(pk=pending.pk)
+    assert (plan.approval, plan.approval_by) == (Plan.Approval.APPROVED, "root@example.test")
+    assert AuditRecord.objects.filter(
+        plan_id=plan.pk, kind=AuditRecord.Kind.APPROVAL_DECIDED
+    ).exists()

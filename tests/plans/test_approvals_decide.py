@@ -17,6 +17,8 @@ from members.services import member_disable
 from plans.approvals import (
     approval_requested,
     plan_approval_decide,
+    plan_approver_may_decide,
+    plan_approvers,
     plans_approval_expire,
     plans_awaiting_approval,
 )
@@ -26,7 +28,7 @@ from plans.tasks import expire_approvals
 from policies.services import policy_set
 from tests.conftest import plan_document
 
-from .approval_helpers import REVIEW_POLICY, REVIEWED_PLAN_STEPS, approver_for
+from .approval_helpers import REVIEW_POLICY, REVIEWED_PLAN_STEPS, approver_for, staff_of
 
 
 @pytest.fixture
@@ -233,3 +235,85 @@ def test_a_member_disabled_after_the_approval_gets_no_token(pending, team, agent
     response = agent.client.post(f"/v1/plans/{pending.pk}/token")
 
     assert response.status_code == 403 and response.json()["code"] == Code.USER_DISABLED
+
+
+# One rule for who may decide (docs/decisions/0057): the people asked are the people who
+# may decide, in plan_approval_decide and so in every door that calls it.
+
+
+def nothing_written(plan: Plan) -> None:
+    current = Plan.objects.get(pk=plan.pk)
+    assert (current.status, current.approval) == (
+        Plan.Status.PENDING_APPROVAL,
+        Plan.Approval.PENDING,
+    )
+    assert (current.approval_by, current.approval_decided_at) == ("", None)
+    assert not AuditRecord.objects.filter(
+        plan_id=plan.pk, kind=AuditRecord.Kind.APPROVAL_DECIDED
+    ).exists()
+
+
+def test_staff_of_the_team_not_allowed_to_decide_approvals_is_refused(pending, team):
+    staff = staff_of(team, "sam@acme.dev", "sam")
+
+    error = refused(Code.PERMISSION_DENIED, pending, staff)
+
+    assert "allowed to decide approvals" in error.detail
+    with pytest.raises(CommandError, match=r"^permission_denied: Only a superuser") as excinfo:
+        call_command("decide_plan", pending.pk, "approve", "--by", "sam@acme.dev")
+    assert excinfo.value.returncode == 1
+    assert "\n" not in str(excinfo.value)
+    nothing_written(pending)
+
+
+def test_a_person_who_is_not_console_staff_is_refused(pending, team):
+    user = approver_for(team, "nat@acme.dev", "nat")
+    user.is_staff = False
+    user.save()
+
+    refused(Code.PERMISSION_DENIED, pending, user)
+    with pytest.raises(CommandError, match=r"^permission_denied"):
+        call_command("decide_plan", pending.pk, "approve", "--by", "nat@acme.dev")
+    nothing_written(pending)
+
+
+def test_the_plans_member_who_is_an_approver_cannot_approve_it_by_the_command(pending, team):
+    approver_for(team, "alice@acme.dev", "alice")
+
+    for decision in (["approve"], ["deny", "--reason", "no"]):
+        with pytest.raises(CommandError, match=r"^self_approval: Nobody decides"):
+            call_command("decide_plan", pending.pk, *decision, "--by", "ALICE@acme.dev")
+    nothing_written(pending)
+
+
+def test_a_team_approver_and_a_superuser_decide_by_the_command(pending, agent, team, capsys):
+    approver_for(team)
+    User.objects.create_superuser("root", "root@example.test", "x")
+    second = plan_issue(agent=agent.agent, document=plan_document(steps=REVIEWED_PLAN_STEPS))
+
+    call_command("decide_plan", pending.pk, "approve", "--by", "carol@acme.dev")
+    call_command("decide_plan", second.plan.pk, "approve", "--by", "root@example.test")
+
+    assert Plan.objects.get(pk=pending.pk).approval_by == "carol@acme.dev"
+    assert Plan.objects.get(pk=second.plan.pk).approval_by == "root@example.test"
+    assert AuditRecord.objects.filter(kind=AuditRecord.Kind.APPROVAL_DECIDED).count() == 2
+
+
+def test_who_may_decide_is_who_is_asked(pending, team, other_team):
+    """plan_approver_may_decide and plan_approvers agree on every kind of person."""
+    people = [
+        approver_for(team),
+        approver_for(team, "alice@acme.dev", "alice"),  # the plan's member
+        staff_of(team, "sam@acme.dev", "sam"),  # no permission
+        approver_for(other_team, "olga@globex.test", "olga"),  # another team
+        approver_for(team, "", "nomail"),  # no e-mail address
+        User.objects.create_superuser("root", "root@example.test", "x"),
+        User.objects.create_superuser("alice-root", "Alice@Acme.dev", "x"),  # the member
+    ]
+    asked = set(plan_approvers(pending).values_list("pk", flat=True))
+
+    assert {p.username for p in people if plan_approver_may_decide(pending, p)} == {
+        "carol",
+        "root",
+    }
+    assert {p.username for p in people if p.pk in asked} == {"carol", "root"}

@@ -10,7 +10,8 @@ from plans.models import Plan
 class Command(AuditedCommand):
     help = (
         "Approve or deny a plan that waits for a person's approval, as the person whose"
-        " e-mail --by names (a staff user of the plan's team, never the plan's own member)."
+        " e-mail --by names: one of the people asked to decide it (a superuser, or staff of"
+        " the plan's team allowed to decide approvals), never the plan's own member."
         " A denial needs --reason, which the agent shows its user."
     )
 

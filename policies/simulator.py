@@ -129,13 +129,24 @@ class PlanSimulation:
             "user": self.member.email,
             "role": self.role,
             "groups": list(self.groups),
-            "steps": [step.as_json() for step in self.denials],
+            # A step's `index` counts from 0 (as the `plan.steps[0]` paths), beside its
+            # `number` from 1, as people count it (docs/decisions/0058).
+            "steps": [
+                {"index": step.index, "number": step.number, **step.as_json()}
+                for step in self.denials
+            ],
             "warnings": [
                 {"path": f"plan.{warning.path}", "code": warning.code, "detail": warning.detail}
                 for warning in self.warnings
             ],
             "review": [
-                {"path": f"plan.{review.path}", "tool": review.tool, "rule": review.rule}
+                {
+                    "path": f"plan.{review.path}",
+                    "stepIndex": review.step,
+                    "stepNumber": review.step + 1,
+                    "tool": review.tool,
+                    "rule": review.rule,
+                }
                 for review in self.reviews
             ],
         }
@@ -173,7 +184,10 @@ class CallSimulation:
             else {
                 "tool": self.tool,
                 "decision": decision.code.value,
+                # `step` is `stepIndex`'s older name, as in `plangate check --json`
                 "step": decision.step,
+                "stepIndex": decision.step,
+                "stepNumber": decision.step_number,
                 "rule": decision.rule,
                 "ruleDescription": decision.rule_description,
                 "reason": decision.reason,

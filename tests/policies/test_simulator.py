@@ -115,6 +115,8 @@ def test_a_call_the_policy_denies_names_the_rule_as_the_guard_does(guard_for, ag
         "tool": "send_email",
         "decision": "policy_denied",
         "step": actual.step,
+        "stepIndex": actual.step,
+        "stepNumber": actual.step_number,
         "rule": actual.rule,
         "ruleDescription": actual.rule_description,
         "reason": actual.reason,
@@ -221,6 +223,9 @@ def test_simulate_policy_exits_1_for_a_refused_plan_or_a_blocked_call(
     policy_set(team=team, slug="default", document=no_mail())
     answer, status = simulate(tmp_path, plan_document(steps=MAIL_PLAN_STEPS))
     assert status == 1 and answer["plan"]["steps"][0]["rule"] == 4
+    # the refused step: its index from 0 beside its number from 1, as the reason counts
+    refused = answer["plan"]["steps"][0]
+    assert (refused["index"], refused["number"], refused["path"]) == (1, 2, "steps[1]")
 
     answer, status = simulate(tmp_path, PLAN, "--version", "1", "--call", "send_email", "{}")
     assert status == 1
@@ -230,6 +235,7 @@ def test_simulate_policy_exits_1_for_a_refused_plan_or_a_blocked_call(
         tmp_path, PLAN, "--call", "github_get_issue", '{"repo": "acme/public-app"}'
     )
     assert status == 0 and answer["call"]["step"] == 1 and answer["call"]["rule"] == 0
+    assert (answer["call"]["stepIndex"], answer["call"]["stepNumber"]) == (1, 2)
 
 
 def test_simulate_policy_exits_2_for_input_it_cannot_use(agent, member, outsider, tmp_path):
@@ -258,5 +264,11 @@ def test_the_simulation_names_the_steps_a_person_must_approve(team, member, poli
 
     assert simulated.allowed
     assert simulated.as_json()["review"] == [
-        {"path": "plan.steps[1]", "tool": "send_email", "rule": 1}
+        {
+            "path": "plan.steps[1]",
+            "stepIndex": 1,
+            "stepNumber": 2,
+            "tool": "send_email",
+            "rule": 1,
+        }
     ]

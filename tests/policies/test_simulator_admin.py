@@ -69,14 +69,21 @@ def test_a_plan_and_a_call_get_the_simulators_answers(team_admin_client, policy_
     assert "Step 2 (index 1)" in html
     assert f"#rules-{expected.guard.rule}" in html
     assert json.dumps(expected.as_json()["call"]["reason"])[1:-1] in page.context["result_json"]
+    # the JSON offered counts the step as the page does: "Step 2 (index 1)"
+    call = json.loads(page.context["result_json"])["call"]
+    assert (call["stepIndex"], call["stepNumber"]) == (1, 2)
     assert (Plan.objects.count(), AuditRecord.objects.count()) == before
 
 
 def test_a_refused_plan_names_its_steps_and_rules(team_admin_client, policy_version, member):
     plan = {**PLAN, "steps": [{"tool": "github_delete_repo"}]}
-    html = post(team_admin_client, policy_version, member, plan=plan).content.decode()
+    page = post(team_admin_client, policy_version, member, plan=plan)
+    html = page.content.decode()
     assert 'id="plan-decision">policy_denied<' in html
     assert "step 1 <code>github_delete_repo</code>" in html and "rules[1]" in html
+    # the JSON offered names the same step 1, beside its index 0
+    [step] = json.loads(page.context["result_json"])["steps"]
+    assert (step["index"], step["number"], step["tool"]) == (0, 1, "github_delete_repo")
 
 
 @pytest.mark.parametrize(

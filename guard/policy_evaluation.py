@@ -11,11 +11,13 @@ Rule semantics, shared by both checks:
   that the plan then needs a person's approval first is guard.policy_review's. At call
   time a review rule admits like an allow: a token exists only for an approved plan.
 
-At issuance only deny rules without `args` can refuse a step, since a deny's argument check
-needs a call; an allow rule admits a step unless the step pins an argument to values
-disjoint from the rule's constraint on it (guard.relation: no call of the step could pass),
-and its `maxCalls` caps the step's budget. Where an admitting rule admits only some of the
-step's calls, `plan_argument_warnings` says so, argument by argument. At call time, an
+At issuance a deny rule refuses a step when it has no `args`, or when the step pins every
+argument it constrains to values inside its constraint, read the fail-closed way
+(guard.relation.deny_relation: every call of the step is refused); an allow rule admits a
+step unless the step pins an argument to values disjoint from the rule's constraint on it
+(guard.relation: no call of the step could pass), and its `maxCalls` caps the step's budget.
+Where an admitting rule admits only some of the step's calls, or a deny rule refuses some
+of them, `plan_argument_warnings` says so, with the argument's path. At call time, an
 allow rule counts only when the call satisfies its `args`; a deny rule fails closed and
 counts unless some pinned argument is provably outside its constraint (missing, of another
 JSON type than its operator compares, or not a finite number all count as a match; see
@@ -36,13 +38,21 @@ from guard.deny import compile_deny_args
 from guard.errors import FieldError
 from guard.patterns import compile_glob
 from guard.plan import DEFAULT_MAX_CALLS
-from guard.relation import Relation, constraint_relation, describe_constraint, relation_budget
+from guard.relation import (
+    Relation,
+    constraint_relation,
+    deny_relation,
+    describe_constraint,
+    relation_budget,
+)
 from guard.rule_index import RuleIndex, build_rule_index
 
 __all__ = [
     "MAX_CACHED_TOOLS",
     "POLICY_ARGUMENT_OVERLAPS",
     "POLICY_ARGUMENT_UNDECIDABLE",
+    "POLICY_DENY_OVERLAPS",
+    "POLICY_DENY_UNDECIDABLE",
     "UNPINNED_POLICY_ARGUMENT",
     "ArgumentRelation",
     "CompiledPolicy",
@@ -53,6 +63,7 @@ __all__ = [
     "evaluate_plan",
     "plan_argument_warnings",
     "rule_description",
+    "step_deny_relation",
     "step_rule_relation",
     "unpinned_policy_arguments",
 ]
@@ -67,6 +78,12 @@ POLICY_ARGUMENT_OVERLAPS: Final = "policy_argument_overlaps"
 #: the code of a StepWarning: whether the admitting rules admit the step's pinned values
 #: cannot be decided (guard.relation), so some calls may be refused
 POLICY_ARGUMENT_UNDECIDABLE: Final = "policy_argument_undecidable"
+#: the code of a StepWarning: a deny rule with `args` refuses some of the step's calls (those
+#: whose values, or missing arguments, it matches) and not others
+POLICY_DENY_OVERLAPS: Final = "policy_deny_overlaps"
+#: the code of a StepWarning: whether a deny rule with `args` refuses the step's calls cannot
+#: be decided (guard.relation), so some calls may be refused
+POLICY_DENY_UNDECIDABLE: Final = "policy_deny_undecidable"
 # A warning or a denial names this many of the admitting rules, then counts the rest.
 _RULES_NAMED_IN_A_WARNING: Final = 5
 
@@ -225,6 +242,61 @@ def step_rule_relation(
     return Relation.OVERLAPPING, tuple(found)
 
 
+def step_deny_relation(
+    step_args: Mapping[str, Any] | None, deny_args: Mapping[str, Any]
+) -> tuple[Relation, tuple[ArgumentRelation, ...]]:
+    """How the calls a step admits stand to the calls a deny rule's ``args`` match (it fails
+    closed: guard.relation.deny_relation): ``inside`` (every call of the step is refused:
+    every argument is inside), ``disjoint`` (none is: some argument is disjoint),
+    ``overlapping`` or ``undecidable``; with every argument of the rule, in its order.
+
+    A deny rule refuses a call when all its arguments match, so one disjoint argument keeps
+    every call of the step clear of it, and it refuses every call only when all are inside.
+    """
+    step_args = step_args or {}
+    found = tuple(
+        ArgumentRelation(
+            name, step_args.get(name), constraint, deny_relation(step_args.get(name), constraint)
+        )
+        for name, constraint in deny_args.items()
+    )
+    relations = {entry.relation for entry in found}
+    if Relation.DISJOINT in relations:
+        return Relation.DISJOINT, found
+    if relations <= {Relation.INSIDE}:
+        return Relation.INSIDE, found
+    if Relation.UNDECIDABLE in relations:
+        return Relation.UNDECIDABLE, found
+    return Relation.OVERLAPPING, found
+
+
+def _pinned_values(arguments: Sequence[ArgumentRelation]) -> str:
+    """``repo {"eq":"acme/secret"} and branch free`` (what the step lets a call pass)."""
+    return " and ".join(
+        f"{entry.argument} free" if entry.step is None else _condition(entry.argument, entry.step)
+        for entry in arguments
+    )
+
+
+def _deny_condition(arguments: Sequence[ArgumentRelation]) -> str:
+    """``repo {"glob":"acme/secret*"} and branch {"eq":"main"}`` (what a deny rule matches)."""
+    return " and ".join(_condition(entry.argument, entry.rule) for entry in arguments)
+
+
+def _inside_deny_denial(
+    step_index: int, tool: str, rule: _Rule, arguments: Sequence[ArgumentRelation]
+) -> StepDenial:
+    """A deny rule with ``args`` matches every call of the step (`step_deny_relation`)."""
+    return StepDenial(
+        step_index,
+        tool,
+        rule.index,
+        f"{rule.label} forbids every call of this step: it pins {_pinned_values(arguments)},"
+        f" inside what the rule refuses for tool {tool} ({_deny_condition(arguments)})",
+        argument=arguments[0].argument,
+    )
+
+
 def _condition(argument: str, constraint: Mapping[str, Any]) -> str:
     return f"{argument} {describe_constraint(constraint)}"
 
@@ -253,6 +325,19 @@ def _disjoint_denial(
     )
 
 
+def _inside_deny(
+    step_index: int, tool: str, step: Mapping[str, Any], concerned: Sequence[_Rule]
+) -> StepDenial | None:
+    """The first deny rule with ``args`` (in policy order) that refuses every call of the
+    step, as its denial; None when there is none."""
+    for rule in concerned:
+        if rule.deny and rule.pinned:
+            relation, arguments = step_deny_relation(step.get("args"), rule.pinned)
+            if relation is Relation.INSIDE:
+                return _inside_deny_denial(step_index, tool, rule, arguments)
+    return None
+
+
 def evaluate_plan(
     policy: Mapping[str, Any],
     plan: Mapping[str, Any],
@@ -262,7 +347,10 @@ def evaluate_plan(
 ) -> list[StepDenial]:
     """Check every step of a normalised plan against a validated policy, for a member.
 
-    Per step: a deny rule without `args` concerning the tool refuses it; otherwise an allow
+    Per step: a deny rule without `args` concerning the tool refuses it, and so does a deny
+    rule with `args` that matches every call of the step (`step_deny_relation`: the step
+    pins each argument the rule constrains inside its constraint, read the fail-closed way;
+    the denial's path is the rule's first argument); otherwise an allow
     rule concerning the tool admits it, unless the step pins an argument to values disjoint
     from the rule's constraint on it (guard.relation: no call of the step can satisfy the
     rule), or unless the step's maxCalls exceeds the cap of every
@@ -282,6 +370,10 @@ def evaluate_plan(
                 denials.append(
                     StepDenial(step_index, tool, deny.index, f"{deny.label} forbids tool {tool}")
                 )
+                continue
+            denied = _inside_deny(step_index, tool, step, concerned)
+            if denied is not None:
+                denials.append(denied)
                 continue
             allows = [rule for rule in concerned if not rule.deny]
             if any(rule.pinned for rule in allows):
@@ -336,7 +428,10 @@ class StepWarning:
     agent passes. `rules` are those admitting rules, in policy order; `code` says why: the
     step leaves the argument free (`UNPINNED_POLICY_ARGUMENT`), pins values the rules admit
     only in part (`POLICY_ARGUMENT_OVERLAPS`), or pins values of which that cannot be
-    decided (`POLICY_ARGUMENT_UNDECIDABLE`)."""
+    decided (`POLICY_ARGUMENT_UNDECIDABLE`). Or a deny rule with `args` (`rules`: that one
+    rule) refuses some of the step's calls (`POLICY_DENY_OVERLAPS`), or may
+    (`POLICY_DENY_UNDECIDABLE`): `argument` is then the first of the rule's arguments that
+    does not settle it."""
 
     step: int
     tool: str
@@ -410,6 +505,40 @@ def _argument_warnings(
     return warnings
 
 
+def _deny_warning(
+    step_index: int,
+    tool: str,
+    rule: _Rule,
+    relation: Relation,
+    arguments: Sequence[ArgumentRelation],
+) -> StepWarning:
+    """A deny rule with ``args`` that refuses some of the step's calls, or may."""
+    open_arguments = [entry for entry in arguments if entry.relation is not Relation.INSIDE]
+    pinned = _pinned_values(arguments)
+    forbidden = _deny_condition(arguments)
+    missing = [entry.argument for entry in open_arguments if entry.step is None]
+    left_out = (
+        f" (a call without {' or '.join(missing)} is refused too: the rule fails closed)"
+        if missing
+        else ""
+    )
+    if relation is Relation.UNDECIDABLE:
+        code = POLICY_DENY_UNDECIDABLE
+        detail = (
+            f"{tool}: some calls may be refused (policy_denied): rules[{rule.index}], a"
+            f" {rule.label}, refuses calls with {forbidden}; the step lets through"
+            f" {pinned}, and whether the rule refuses such calls cannot be decided{left_out}."
+        )
+    else:
+        code = POLICY_DENY_OVERLAPS
+        detail = (
+            f"{tool}: some calls will be refused (policy_denied): rules[{rule.index}], a"
+            f" {rule.label}, refuses calls with {forbidden}, and the step lets through"
+            f" {pinned}{left_out}."
+        )
+    return StepWarning(step_index, tool, open_arguments[0].argument, (rule.index,), detail, code)
+
+
 def plan_argument_warnings(
     policy: Mapping[str, Any],
     plan: Mapping[str, Any],
@@ -426,20 +555,27 @@ def plan_argument_warnings(
     Rules ``disjoint`` from the step admit none of its calls and are not named (when all
     are, `evaluate_plan` refuses the step).
 
-    No warning for a step refused at issuance (that is `evaluate_plan`'s), nor when the
-    policy default allows (a call outside the rules is allowed anyway). Deny rules with
-    `args` are not conditions of admission and are left out. ``denials`` is what
+    A deny rule with `args` that applies to the member and concerns the tool, and refuses
+    some of the step's calls or may (`step_deny_relation`: ``overlapping`` or
+    ``undecidable``; an argument the step leaves free counts, since a call without it is
+    refused), is one StepWarning, `POLICY_DENY_OVERLAPS` or `POLICY_DENY_UNDECIDABLE`, after
+    the step's admission warnings, whatever the policy default.
+
+    No warning for a step refused at issuance (that is `evaluate_plan`'s), and no admission
+    warning when the policy default allows (a call outside the rules is allowed anyway).
+    ``denials`` is what
     `evaluate_plan` answered for the same plan and member, when the caller has it (an
     issued plan: none).
     """
-    if policy["default"] == "allow":
-        return []
+    default_allows = policy["default"] == "allow"
     rules = _applicable_rules(policy, role, groups)
+    if not any(rule.deny and rule.pinned for rule in rules) and default_allows:
+        return []
     if denials is None:
         denials = evaluate_plan(policy, plan, role=role, groups=groups)
     refused = {denial.step for denial in denials}
     # Plans repeat tools: match each tool name against the rules' globs once.
-    allows_by_tool: dict[str, list[_Rule]] = {}
+    by_tool: dict[str, tuple[list[_Rule], list[_Rule]]] = {}
     warnings: list[StepWarning] = []
     # One plan's patterns share one budget of work (guard.relation).
     with relation_budget():
@@ -447,19 +583,29 @@ def plan_argument_warnings(
             if step_index in refused:
                 continue
             tool = step["tool"]
-            allows = allows_by_tool.get(tool)
-            if allows is None:
-                allows = [rule for rule in rules if not rule.deny and rule.concerns(tool)]
-                allows_by_tool[tool] = allows
-            partial: list[tuple[_Rule, tuple[ArgumentRelation, ...]]] = []
-            for rule in allows:
-                relation, arguments = step_rule_relation(step.get("args"), rule.pinned)
-                if relation is Relation.INSIDE:
-                    break  # this rule admits every call of the step
-                if relation is not Relation.DISJOINT:
-                    partial.append((rule, arguments))
-            else:
-                warnings.extend(_argument_warnings(step_index, tool, partial))
+            concerned = by_tool.get(tool)
+            if concerned is None:
+                concerned = (
+                    [rule for rule in rules if not rule.deny and rule.concerns(tool)],
+                    [rule for rule in rules if rule.deny and rule.pinned and rule.concerns(tool)],
+                )
+                by_tool[tool] = concerned
+            allows, denies = concerned
+            if not default_allows:
+                partial: list[tuple[_Rule, tuple[ArgumentRelation, ...]]] = []
+                for rule in allows:
+                    relation, arguments = step_rule_relation(step.get("args"), rule.pinned)
+                    if relation is Relation.INSIDE:
+                        break  # this rule admits every call of the step
+                    if relation is not Relation.DISJOINT:
+                        partial.append((rule, arguments))
+                else:
+                    warnings.extend(_argument_warnings(step_index, tool, partial))
+            for rule in denies:
+                assert rule.pinned is not None
+                relation, arguments = step_deny_relation(step.get("args"), rule.pinned)
+                if relation in (Relation.OVERLAPPING, Relation.UNDECIDABLE):
+                    warnings.append(_deny_warning(step_index, tool, rule, relation, arguments))
     return warnings
 
 

@@ -34,6 +34,11 @@ How each pair is decided:
 
 Values are JSON values as a call passes them; text is valid Unicode (a lone surrogate, which
 RE2 cannot read, is not considered).
+
+A deny rule reads its constraint the fail-closed way (guard.deny): `deny_relation` answers
+the same four relations against the values a deny *matches* (those not provably outside its
+constraint, a missing argument included), through `constraint_relation` where the two
+readings agree.
 """
 
 from __future__ import annotations
@@ -54,9 +59,16 @@ from typing import Any, Final
 
 from guard._document import is_number
 from guard.constraints import compile_constraint
+from guard.deny import compile_exclusion
 from guard.patterns import GlobSyntaxError
 
-__all__ = ["Relation", "constraint_relation", "describe_constraint", "relation_budget"]
+__all__ = [
+    "Relation",
+    "constraint_relation",
+    "deny_relation",
+    "describe_constraint",
+    "relation_budget",
+]
 
 
 class Relation(enum.Enum):
@@ -170,6 +182,71 @@ def constraint_relation(step: Mapping[str, Any] | None, rule: Mapping[str, Any])
 
 
 _REMEMBERED: dict[tuple[str | None, str], Relation] = {}
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if is_number(value):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list | tuple) else "object"
+
+
+def _kinds_a_deny_can_leave_out(operator: str, operand: Any) -> frozenset[str]:
+    """The JSON types of which a deny rule's constraint finds some value provably outside
+    it (guard.deny): a value of any other type matches the deny."""
+    if operator in ("glob", "regex"):
+        return frozenset({"string"})
+    if operator in ("lte", "gte"):
+        return frozenset({"number"})
+    members = [operand] if operator == "eq" else list(operand)
+    kinds = frozenset(_json_kind(member) for member in members)
+    # null equals null; a list mixing types leaves no value outside.
+    return frozenset() if len(kinds) != 1 or kinds == {"null"} else kinds
+
+
+def deny_relation(step: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> Relation:
+    """The relation of the values a step admits for an argument (`step`, or None when the
+    step does not pin it) to the values a *deny* rule's constraint `rule` matches. A deny
+    rule fails closed (guard.deny, docs/decisions/0016): it matches every value that is
+    not provably outside its constraint, a missing argument included. So:
+
+    * an argument the step does not pin may be left out of a call, which the deny matches:
+      ``overlapping``, or ``inside`` when no value is provably outside the constraint (``eq
+      null``, an ``in`` mixing types, a glob or regex every text matches), never
+      ``disjoint``;
+    * an ``eq`` / ``in`` step: each value through the deny's own reading, exact;
+    * a step of numbers (``lte`` / ``gte``) or of text (``glob`` / ``regex``) against a
+      constraint that leaves out no value of that type: ``inside``; otherwise the values
+      the deny leaves out are those failing its constraint, and the answer is
+      `constraint_relation`'s (whose ``inside`` is exact; a number that is not finite or
+      text with a lone surrogate, which the deny would match too, is not considered).
+    """
+    try:
+        operator, operand = _operator(rule)
+        if step is None:
+            if not _kinds_a_deny_can_leave_out(operator, operand):
+                return Relation.INSIDE
+            if operator in ("glob", "regex"):
+                every_text = constraint_relation({"glob": "*"}, rule)
+                if every_text is Relation.INSIDE:
+                    return Relation.INSIDE
+            return Relation.OVERLAPPING
+        step_operator, step_operand = _operator(step)
+        if step_operator in ("eq", "in"):
+            excludes = compile_exclusion(rule)
+            values = [step_operand] if step_operator == "eq" else list(step_operand)
+            return _of_finite([not excludes(value) for value in values])
+    except (TypeError, ValueError, GlobSyntaxError):  # not a validated constraint
+        return Relation.UNDECIDABLE
+    kind = "number" if step_operator in ("lte", "gte") else "string"
+    if kind not in _kinds_a_deny_can_leave_out(operator, operand):
+        return Relation.INSIDE
+    return constraint_relation(step, rule)
 
 
 def _key(constraint: Mapping[str, Any]) -> str:

@@ -161,6 +161,7 @@ def test_preview_policy_prints_the_affected_plans_as_json_and_exits_0(agent, tmp
             "steps": [
                 {
                     "index": 1,
+                    "number": 2,
                     "tool": "send_email",
                     "rule": 4,
                     "reason": 'deny rule "no mail" forbids tool send_email',

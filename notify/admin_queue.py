@@ -26,7 +26,7 @@ from kernel.admin_widgets import admin_link, datetime_column
 from kernel.json_format import pretty_json
 from kernel.problems import DomainError
 from plans.admin import PlanAdmin
-from plans.admin_display import step_reports
+from plans.admin_display import step_number, step_reports
 from plans.approvals import (
     acts_for,
     plan_approval_decide,
@@ -186,7 +186,12 @@ class ApprovalQueueAdmin(ReadOnlyPermissions, PlangateModelAdmin):
                     "member_groups_now": member.group_names(),
                     "agent_link": admin_link(plan.agent),
                     "steps": step_reports(plan),
-                    "review": plan.review or [],
+                    # counted from 1 by the one function every page uses (0058), so the
+                    # review table names the step the steps table and the plan page do
+                    "review": [
+                        {**entry, "number": step_number(entry.get("step"))}
+                        for entry in plan.review or []
+                    ],
                     "document_json": pretty_json(plan.document),
                     "own_plan": acts_for(request.user, plan),
                     "may_decide": self.has_decide_permission(request) and refusal is None,

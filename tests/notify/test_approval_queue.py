@@ -4,6 +4,8 @@ decides on a plan made for themselves: no control is drawn, and the service refu
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.models import LogEntry
@@ -252,3 +254,23 @@ def test_a_superuser_decides_in_the_queue(pending):
     assert AuditRecord.objects.filter(
         plan_id=plan.pk, kind=AuditRecord.Kind.APPROVAL_DECIDED
     ).exists()
+
+
+def step_rows(html: str, section: str, tool: str) -> list[str]:
+    """The numbers in the first column of ``section``'s rows naming ``tool``."""
+    part = html.split(f'id="{section}"', 1)[1].split("</table>", 1)[0]
+    return re.findall(rf"<tr>\s*<td>([^<]*)</td>\s*<td><code>{tool}</code>", part)
+
+
+def test_the_approval_page_numbers_the_step_as_the_plans_page_does(pending):
+    """The deploy step is the second (index 1): "2" on the approval page, in its review
+    and steps tables, and in the plan page's steps table (docs/decisions/0058)."""
+    client = logged_in(User.objects.create_superuser("root", "root@example.test", PASSWORD))
+
+    approval = client.get(plan_url(pending)).content.decode()
+    plan_page = client.get(reverse("admin:plans_plan_change", args=[pending.pk])).content.decode()
+
+    assert pending.review[0]["step"] == 1
+    assert step_rows(approval, "review", "deploy") == ["2"]
+    assert step_rows(approval, "steps", "deploy") == ["2"]
+    assert step_rows(plan_page, "steps", "deploy") == ["2"]

@@ -27,6 +27,8 @@ from guard.plan import plan_json_schema
 from guard.policy_evaluation import (
     POLICY_ARGUMENT_OVERLAPS,
     POLICY_ARGUMENT_UNDECIDABLE,
+    POLICY_DENY_OVERLAPS,
+    POLICY_DENY_UNDECIDABLE,
     UNPINNED_POLICY_ARGUMENT,
     StepWarning,
 )
@@ -313,12 +315,17 @@ class IssuanceWarningSerializer(serializers.Serializer):
             f"`{POLICY_ARGUMENT_OVERLAPS}`: the step pins values that the rules admitting"
             " it admit only in part; "
             f"`{POLICY_ARGUMENT_UNDECIDABLE}`: the step pins values of which that cannot be"
-            " decided (patterns compared with patterns)"
+            " decided (patterns compared with patterns); "
+            f"`{POLICY_DENY_OVERLAPS}`: a deny rule refuses the calls whose arguments it"
+            " matches (a missing argument included), and the step lets some through; "
+            f"`{POLICY_DENY_UNDECIDABLE}`: whether a deny rule refuses some of the step's"
+            " calls cannot be decided"
         ),
     )
     detail = serializers.CharField(help_text="which rules, which arguments, and how to fix it")
     rule = serializers.IntegerField(
-        help_text="the first policy rule concerned, as its index in the policy's `rules`"
+        help_text="the first policy rule concerned (for a deny rule's warning, that rule), as"
+        " its index in the policy's `rules`"
     )
 
     def get_path(self, warning: StepWarning) -> str:

@@ -150,10 +150,11 @@ def _argument_warnings(
 ) -> tuple[StepWarning, ...]:
     """The admitted plan's step arguments for which the policy may still refuse calls: left
     free by the step, or pinned to values the admitting rules admit only in part, or of
-    which that cannot be decided (guard.policy_evaluation.plan_argument_warnings, on
-    guard.relation): told at signing time so the developer need not learn it from blocked
-    calls. Never a refusal; a step no admitting rule lets any call of through is refused by
-    ``_admitted_policy_version``."""
+    which that cannot be decided, or pinned so that a deny rule with ``args`` refuses some of
+    its calls (guard.policy_evaluation.plan_argument_warnings, on guard.relation): told at
+    signing time so the developer need not learn it from blocked calls. Never a refusal; a
+    step no admitting rule lets any call of through, or every call of which a deny rule
+    refuses, is refused by ``_admitted_policy_version``."""
     # denials=(): _admitted_policy_version has refused any plan with a denial.
     return tuple(
         plan_argument_warnings(version.document, plan, role=role, groups=groups, denials=())

@@ -1,7 +1,8 @@
 """Issuance and refresh read one relation (guard.relation) between a step's pinned argument
 and the constraint of each rule admitting its tool: a step no admitting rule lets any call
 of through is refused (`policy_denied`, at the argument's path); one some of whose calls
-will be refused is issued with a warning at that path."""
+will be refused is issued with a warning at that path. A deny rule with `args` reads the same
+relation: a step pinned inside it is refused, one it refuses in part is warned of."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from audit.models import AuditRecord
 from guard.policy_evaluation import (
     POLICY_ARGUMENT_OVERLAPS,
     POLICY_ARGUMENT_UNDECIDABLE,
+    POLICY_DENY_OVERLAPS,
 )
 from kernel.problems import Code
 from plans.models import Plan, PlanToken
@@ -156,3 +158,84 @@ def test_a_refresh_warns_when_the_rule_now_admits_only_part(agent, team):
     assert [(w["path"], w["code"]) for w in response.json()["warnings"]] == [
         ("plan.steps[0].args.repo", POLICY_ARGUMENT_OVERLAPS)
     ]
+
+
+# --- deny rules with args read the same relation (the fail-closed way, 0016) -----------------
+
+SECRETS_DENIED = {
+    **POLICY,
+    "rules": [
+        *POLICY["rules"],
+        {
+            "effect": "deny",
+            "name": "no secrets",
+            "tools": ["github_*"],
+            "args": {"repo": {"glob": "acme/secret*"}},
+        },
+    ],
+}
+SECRET = {"tool": "github_list_issues", "args": {"repo": {"eq": "acme/secret-keys"}}}
+
+
+def test_a_step_pinned_inside_a_deny_rule_is_refused_at_its_path(agent, team):
+    policy_set(team=team, slug="default", document=SECRETS_DENIED)
+    plans, tokens = Plan.objects.count(), PlanToken.objects.count()
+
+    response = declare(agent, {"tool": "send_email"}, SECRET)
+
+    assert response.status_code == 403, response.content
+    body = response.json()
+    assert body["code"] == Code.POLICY_DENIED
+    assert [error["path"] for error in body["errors"]] == ["plan.steps[1].args.repo"]
+    detail = body["errors"][0]["detail"]
+    assert detail.startswith("step 2 (github_list_issues): ")
+    assert 'deny rule "no secrets" forbids every call of this step' in detail
+    assert 'repo {"eq":"acme/secret-keys"}' in detail
+    assert 'repo {"glob":"acme/secret*"}' in detail
+    assert detail.endswith("(rules[4])")
+    # Nothing of the plan is written: no plan, no token.
+    assert (Plan.objects.count(), PlanToken.objects.count()) == (plans, tokens)
+    record = AuditRecord.objects.filter(kind="plan_refused").get()
+    assert (record.code, record.rule["index"]) == (Code.POLICY_DENIED, 4)
+
+
+def test_a_step_a_deny_rule_refuses_in_part_is_issued_with_a_warning(agent, team):
+    policy_set(team=team, slug="default", document=SECRETS_DENIED)
+
+    response = declare(agent, {"tool": "github_list_issues", "args": {"repo": {"glob": "acme/*"}}})
+
+    assert response.status_code == 201, response.content
+    [warning] = response.json()["warnings"]
+    assert (warning["path"], warning["code"], warning["rule"]) == (
+        "plan.steps[0].args.repo",
+        POLICY_DENY_OVERLAPS,
+        4,
+    )
+    assert "some calls will be refused" in warning["detail"]
+    plan = Plan.objects.get(pk=response.json()["id"])
+    assert plan.status == Plan.Status.ACTIVE
+    assert PlanToken.objects.filter(plan=plan).count() == 1
+
+
+def test_a_step_pinned_outside_the_deny_rule_is_issued_without_a_warning(agent, team):
+    policy_set(team=team, slug="default", document=SECRETS_DENIED)
+
+    response = declare(agent, APP)
+
+    assert response.status_code == 201, response.content
+    assert response.json()["warnings"] == []
+
+
+def test_a_refresh_after_a_deny_rule_is_added_is_refused_and_signs_nothing(agent, team):
+    issued = declare(agent, SECRET)
+    assert issued.status_code == 201, issued.content
+    assert issued.json()["warnings"] == []
+    policy_set(team=team, slug="default", document=SECRETS_DENIED)
+    tokens = PlanToken.objects.filter(plan_id=issued.json()["id"]).count()
+
+    response = refresh(agent, issued.json())
+
+    assert response.status_code == 403, response.content
+    assert response.json()["code"] == Code.POLICY_DENIED
+    assert [error["path"] for error in response.json()["errors"]] == ["plan.steps[0].args.repo"]
+    assert PlanToken.objects.filter(plan_id=issued.json()["id"]).count() == tokens

@@ -8,6 +8,7 @@ import pytest
 from guard.plan import validate_plan
 from guard.policy import validate_policy
 from guard.policy_evaluation import (
+    POLICY_DENY_OVERLAPS,
     UNPINNED_POLICY_ARGUMENT,
     evaluate_plan,
     plan_argument_warnings,
@@ -199,7 +200,7 @@ def test_the_predicate_names_every_admitting_rule_and_only_the_arguments_left_fr
     )
 
     assert evaluate_plan(policy, plan, role=None, groups=[]) == []
-    repo, env = plan_argument_warnings(policy, plan, role=None, groups=[])
+    repo, env, force = plan_argument_warnings(policy, plan, role=None, groups=[])
 
     assert (repo.path, repo.rules, env.path, env.rules) == (
         "steps[0].args.repo",
@@ -211,6 +212,12 @@ def test_the_predicate_names_every_admitting_rule_and_only_the_arguments_left_fr
     assert "rules[2] requires env" in env.detail
     for warning in (repo, env):
         assert "rules[1]" not in warning.detail  # a deny rule is no condition of admission
+    # The deny rule refuses the calls passing force true, or leaving it out (0016, 0055).
+    assert (force.path, force.rules, force.code) == (
+        "steps[0].args.force",
+        (1,),
+        POLICY_DENY_OVERLAPS,
+    )
 
 
 def test_the_predicate_leaves_out_the_steps_evaluate_plan_refuses():

@@ -9,10 +9,13 @@ its next refresh, and one with a step a review rule now sends to a person that n
 approved (``guard.policy_review``) would be ``approval_required``. A step is refused too when
 it pins an argument to values no rule admitting its tool lets through (``guard.relation``:
 disjoint, as a rule narrowed from ``acme/*`` to ``acme/public-*`` is from a step pinning
-``acme/app``). A plan that is not refused but some of whose calls the document would refuse
+``acme/app``), and when a deny rule with ``args`` refuses every call of it (the step pins
+each argument the rule constrains inside its constraint, read the fail-closed way). A plan
+that is not refused but some of whose calls the document would refuse
 (``guard.policy_evaluation.plan_argument_warnings``: an argument left free, or pinned to
-values the rules admit only in part, or of which that cannot be decided) is counted and
-listed apart, with the paths of those arguments. Nothing is written.
+values the rules admit only in part, or of which that cannot be decided, or pinned so that a
+deny rule with ``args`` refuses some calls) is counted and listed apart, with the paths of
+those arguments. Nothing is written.
 
 Plans are read in chunks by id, as plain values (the role's name, the groups' sorted
 names: what ``plans.services`` reads for a token), so a team with 100,000 live plans is

@@ -8,18 +8,25 @@ globs (guard.policy) all compile here, so a pattern means the same thing everywh
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import re2
 
 __all__ = [
     "ANCHOR_BOTH",
+    "GLOB_ANY",
+    "GLOB_STAR",
+    "GlobClass",
+    "GlobLiteral",
+    "GlobPart",
     "GlobSyntaxError",
     "Matcher",
     "compile_glob",
     "compile_re2",
     "equals_string",
+    "glob_parse",
     "glob_to_re2",
     "re2_full_matcher",
     "re2_native_match",
@@ -111,8 +118,32 @@ def _re2_literal(character: str) -> str:
     return f"\\x{{{ord(character):x}}}"
 
 
-def _class_to_re2(body: str, negate: bool, start: int) -> str:
-    items: list[str] = []
+@dataclass(frozen=True)
+class GlobClass:
+    """A ``[...]`` of a glob: its members as inclusive ``(first, last)`` character ranges
+    (a single character is ``(c, c)``), negated by a leading ``!``."""
+
+    negate: bool
+    ranges: tuple[tuple[str, str], ...]
+
+
+#: ``*`` (any run, newlines included) and ``?`` (one character) in a parsed glob.
+GLOB_STAR: Final = "*"
+GLOB_ANY: Final = "?"
+
+
+@dataclass(frozen=True)
+class GlobLiteral:
+    """One character a glob matches as itself."""
+
+    character: str
+
+
+GlobPart = Literal["*", "?"] | GlobClass | GlobLiteral
+
+
+def _glob_class(body: str, negate: bool, start: int) -> GlobClass:
+    ranges: list[tuple[str, str]] = []
     position = 0
     while position < len(body):
         first = body[position]
@@ -122,24 +153,24 @@ def _class_to_re2(body: str, negate: bool, start: int) -> str:
                 raise GlobSyntaxError(
                     f"character class at position {start} has a reversed range {first}-{last}"
                 )
-            items.append(f"{_re2_literal(first)}-{_re2_literal(last)}")
+            ranges.append((first, last))
             position += 3
         else:
-            items.append(_re2_literal(first))
+            ranges.append((first, first))
             position += 1
-    return "[" + ("^" if negate else "") + "".join(items) + "]"
+    return GlobClass(negate=negate, ranges=tuple(ranges))
 
 
 @lru_cache(maxsize=1024)
-def glob_to_re2(pattern: str) -> str:
-    """Translate a glob into an RE2 pattern for a whole-string match.
-
-    Cached: a plan or policy repeats its patterns, and validation and compilation both
-    translate them (a refused pattern raises each time; errors are not cached).
+def glob_parse(pattern: str) -> tuple[GlobPart, ...]:
+    """The glob grammar, in one place: a run of ``*`` is one `GLOB_STAR`, ``?`` is
+    `GLOB_ANY`, ``[...]`` / ``[!...]`` a `GlobClass` (a ``]`` right after ``[`` or ``[!``
+    is a member), anything else a `GlobLiteral`. `glob_to_re2` and the relation between
+    constraints (guard.relation) both read a glob through it.
 
     Raises GlobSyntaxError for an unterminated ``[`` or a reversed range like ``[z-a]``.
     """
-    parts = ["(?s)"]  # `*` and `?` also match newlines
+    parts: list[GlobPart] = []
     position = 0
     length = len(pattern)
     while position < length:
@@ -147,9 +178,9 @@ def glob_to_re2(pattern: str) -> str:
         if character == "*":
             while position + 1 < length and pattern[position + 1] == "*":
                 position += 1
-            parts.append(".*")
+            parts.append(GLOB_STAR)
         elif character == "?":
-            parts.append(".")
+            parts.append(GLOB_ANY)
         elif character == "[":
             cursor = position + 1
             negate = cursor < length and pattern[cursor] == "!"
@@ -164,12 +195,40 @@ def glob_to_re2(pattern: str) -> str:
                 raise GlobSyntaxError(
                     f"unterminated character class starting at position {position}"
                 )
-            parts.append(_class_to_re2(pattern[body_start:cursor], negate, position))
+            parts.append(_glob_class(pattern[body_start:cursor], negate, position))
             position = cursor
         else:
-            parts.append(_re2_literal(character))
+            parts.append(GlobLiteral(character))
         position += 1
-    return "".join(parts)
+    return tuple(parts)
+
+
+def _part_to_re2(part: GlobPart) -> str:
+    if part == GLOB_STAR:
+        return ".*"
+    if part == GLOB_ANY:
+        return "."
+    if isinstance(part, GlobClass):
+        items = "".join(
+            _re2_literal(first) if first == last else f"{_re2_literal(first)}-{_re2_literal(last)}"
+            for first, last in part.ranges
+        )
+        return "[" + ("^" if part.negate else "") + items + "]"
+    assert isinstance(part, GlobLiteral)
+    return _re2_literal(part.character)
+
+
+@lru_cache(maxsize=1024)
+def glob_to_re2(pattern: str) -> str:
+    """Translate a glob into an RE2 pattern for a whole-string match.
+
+    Cached: a plan or policy repeats its patterns, and validation and compilation both
+    translate them (a refused pattern raises each time; errors are not cached).
+
+    Raises GlobSyntaxError for an unterminated ``[`` or a reversed range like ``[z-a]``.
+    """
+    # `*` and `?` also match newlines
+    return "(?s)" + "".join(_part_to_re2(part) for part in glob_parse(pattern))
 
 
 def _is_str(value: Any) -> bool:

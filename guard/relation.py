@@ -60,7 +60,14 @@ from typing import Any, Final
 from guard._document import is_number
 from guard.constraints import compile_constraint
 from guard.deny import compile_exclusion
-from guard.patterns import GlobSyntaxError
+from guard.patterns import (
+    GLOB_ANY,
+    GLOB_STAR,
+    GlobClass,
+    GlobLiteral,
+    GlobSyntaxError,
+    glob_parse,
+)
 
 __all__ = [
     "Relation",
@@ -521,52 +528,23 @@ def _pattern_automaton(operator: str, pattern: str) -> _Automaton:
 
 @lru_cache(maxsize=512)
 def _glob_automaton(pattern: str) -> _Automaton:
-    """The glob's language, read exactly as guard.patterns.glob_to_re2 translates it."""
+    """The glob's language, read with the glob grammar's one parser (guard.patterns)."""
     automaton = _Automaton()
     fragments: list[_Fragment] = []
-    position = 0
-    length = len(pattern)
-    while position < length:
-        character = pattern[position]
-        if character == "*":
-            while position + 1 < length and pattern[position + 1] == "*":
-                position += 1
+    for part in glob_parse(pattern):
+        if part == GLOB_STAR:
             fragments.append(_star(automaton, _set_fragment(automaton, _UNIVERSE)))
-        elif character == "?":
+        elif part == GLOB_ANY:
             fragments.append(_set_fragment(automaton, _UNIVERSE))
-        elif character == "[":
-            cursor = position + 1
-            negate = cursor < length and pattern[cursor] == "!"
-            if negate:
-                cursor += 1
-            body_start = cursor
-            if cursor < length and pattern[cursor] == "]":
-                cursor += 1
-            while cursor < length and pattern[cursor] != "]":
-                cursor += 1
-            if cursor >= length:
-                raise GlobSyntaxError("unterminated character class")
-            members = _glob_class(pattern[body_start:cursor])
-            fragments.append(_set_fragment(automaton, _complement(members) if negate else members))
-            position = cursor
+        elif isinstance(part, GlobClass):
+            members = _normalize([(ord(first), ord(last)) for first, last in part.ranges])
+            fragments.append(
+                _set_fragment(automaton, _complement(members) if part.negate else members)
+            )
         else:
-            fragments.append(_set_fragment(automaton, _single(ord(character))))
-        position += 1
+            assert isinstance(part, GlobLiteral)
+            fragments.append(_set_fragment(automaton, _single(ord(part.character))))
     return _finish(automaton, _concatenate(automaton, fragments))
-
-
-def _glob_class(body: str) -> Ranges:
-    items: list[tuple[int, int]] = []
-    position = 0
-    while position < len(body):
-        first = body[position]
-        if position + 2 < len(body) and body[position + 1] == "-":
-            items.append((ord(first), ord(body[position + 2])))
-            position += 3
-        else:
-            items.append((ord(first), ord(first)))
-            position += 1
-    return _normalize(items)
 
 
 # RE2's Perl classes are ASCII (Python's, on text, are Unicode): \d [0-9], \w [0-9A-Za-z_],

@@ -112,8 +112,9 @@ def test_plangate_check_agrees_with_the_simulator(
     if simulated.guard is None:
         assert status == 1
         assert answer["call"] is None
+        # A refusal names the argument that no rule lets through, else the step (0055).
         assert [error["path"] for error in answer["plan"]["errors"]] == [
-            f"plan.steps[{step.index}]" for step in simulated.plan.denials
+            f"plan.{step.path or f'steps[{step.index}]'}" for step in simulated.plan.denials
         ]
         return
     decision = simulated.guard

@@ -50,7 +50,7 @@ import json
 import random
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -188,7 +188,7 @@ def constraint_relation(step: Mapping[str, Any] | None, rule: Mapping[str, Any])
     return relation
 
 
-_REMEMBERED: dict[tuple[str | None, str], Relation] = {}
+_REMEMBERED: dict[tuple[Hashable, Hashable], Relation] = {}
 
 
 def _json_kind(value: Any) -> str:
@@ -256,7 +256,15 @@ def deny_relation(step: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> Re
     return constraint_relation(step, rule)
 
 
-def _key(constraint: Mapping[str, Any]) -> str:
+def _key(constraint: Mapping[str, Any]) -> Hashable:
+    """What the relation of a constraint is remembered by: the operator, the operand's
+    exact type (``true`` is not ``1``) and the operand itself for a text or a number, the
+    common case, which is not worth encoding; canonical JSON for anything else."""
+    if len(constraint) == 1:
+        ((operator, operand),) = constraint.items()
+        kind = type(operand)
+        if kind is str or kind is int or kind is float:
+            return (operator, kind, operand)
     return json.dumps(constraint, sort_keys=True, separators=(",", ":"))
 
 

@@ -91,8 +91,9 @@ class RefusedStep:
 
 
 @dataclass(frozen=True)
-class AffectedPlan:
-    """A live plan whose next refresh the document would refuse, and whose it is."""
+class LivePlanShown:
+    """A live plan as the preview names it: which plan, whose, under which role and groups
+    (those its next refresh would read)."""
 
     id: str
     goal: str
@@ -102,7 +103,19 @@ class AffectedPlan:
     user: str
     role: str | None
     groups: tuple[str, ...]
-    steps: tuple[RefusedStep, ...]
+
+    @staticmethod
+    def fields_of(plan: _LivePlan, role: str | None, groups: tuple[str, ...]) -> dict[str, Any]:
+        return {
+            "id": plan.id,
+            "goal": plan.goal,
+            "agent_id": plan.agent_id,
+            "agent": plan.agent,
+            "member_id": plan.member_id,
+            "user": plan.user,
+            "role": role,
+            "groups": groups,
+        }
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -111,8 +124,17 @@ class AffectedPlan:
             "user": self.user,
             "role": self.role,
             "groups": list(self.groups),
-            "steps": [step.as_json() for step in self.steps],
         }
+
+
+@dataclass(frozen=True)
+class AffectedPlan(LivePlanShown):
+    """A live plan whose next refresh the document would refuse, and whose it is."""
+
+    steps: tuple[RefusedStep, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {**super().as_json(), "steps": [step.as_json() for step in self.steps]}
 
 
 @dataclass(frozen=True)
@@ -156,26 +178,14 @@ class WarnedStep:
 
 
 @dataclass(frozen=True)
-class WarnedPlan:
+class WarnedPlan(LivePlanShown):
     """A live plan the document would still renew, some of whose calls it would refuse."""
 
-    id: str
-    goal: str
-    agent_id: str
-    agent: str
-    member_id: int
-    user: str
-    role: str | None
-    groups: tuple[str, ...]
     warnings: tuple[WarnedStep, ...]
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "id": self.id,
-            "agent": self.agent,
-            "user": self.user,
-            "role": self.role,
-            "groups": list(self.groups),
+            **super().as_json(),
             "warnings": [warning.as_json() for warning in self.warnings],
         }
 
@@ -413,14 +423,7 @@ def _affected(
     plan: _LivePlan, role: str | None, groups: tuple[str, ...], denials: list[StepDenial]
 ) -> AffectedPlan:
     return AffectedPlan(
-        id=plan.id,
-        goal=plan.goal,
-        agent_id=plan.agent_id,
-        agent=plan.agent,
-        member_id=plan.member_id,
-        user=plan.user,
-        role=role,
-        groups=groups,
+        **LivePlanShown.fields_of(plan, role, groups),
         steps=tuple(RefusedStep.from_denial(denial) for denial in denials),
     )
 
@@ -429,13 +432,6 @@ def _warned(
     plan: _LivePlan, role: str | None, groups: tuple[str, ...], warnings: list[StepWarning]
 ) -> WarnedPlan:
     return WarnedPlan(
-        id=plan.id,
-        goal=plan.goal,
-        agent_id=plan.agent_id,
-        agent=plan.agent,
-        member_id=plan.member_id,
-        user=plan.user,
-        role=role,
-        groups=groups,
+        **LivePlanShown.fields_of(plan, role, groups),
         warnings=tuple(WarnedStep.from_warning(warning) for warning in warnings),
     )

@@ -4,6 +4,7 @@ are read-only for everyone, and staff see only their own teams."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
@@ -17,7 +18,9 @@ from .conftest import AUDITORS, TEAM_ADMINS
 
 
 def change_url(obj) -> str:
-    return reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
+    return reverse(
+        f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[quote(obj.pk)]
+    )
 
 
 def changelist_url(model) -> str:

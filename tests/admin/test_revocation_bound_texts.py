@@ -3,6 +3,7 @@ revocation bound (the status feed the guards poll: docs/decisions/0032)."""
 
 from __future__ import annotations
 
+from django.contrib.admin.utils import quote
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
@@ -40,7 +41,7 @@ def test_the_signing_key_revoke_page_says_within_the_longest_bound(
     kid = PlanToken.objects.get(plan=plan).kid
 
     page = key_operator_client.get(
-        reverse("admin:plans_signingkey_revoke_signing_keys", args=[kid])
+        reverse("admin:plans_signingkey_revoke_signing_keys", args=[quote(kid)])
     )
 
     assert page.status_code == 200

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.apps import apps as django_apps
 from django.contrib.admin.models import LogEntry
+from django.contrib.admin.utils import quote
 from django.contrib.auth.models import Group, Permission
 from django.urls import reverse
 from django.utils import timezone
@@ -33,7 +34,9 @@ def aged_keys(db):
 
 def test_the_key_pages_never_show_the_private_key(superuser_client, aged_keys):
     key = SigningKey.objects.get(kid=aged_keys[State.ACTIVE])
-    html = superuser_client.get(reverse("admin:plans_signingkey_change", args=[key.pk])).content
+    html = superuser_client.get(
+        reverse("admin:plans_signingkey_change", args=[quote(key.pk)])
+    ).content
     assert key.private_key_encrypted.encode() not in html
     assert key.public_key.encode() in html
 
@@ -58,7 +61,7 @@ def test_rotate_now_promotes_the_next_key_and_logs_it(superuser_client, superuse
 def test_revoking_a_key_takes_it_out_and_logs_it(key_operator_client, key_operator, aged_keys):
     kid = aged_keys[State.ACTIVE]
     confirm = key_operator_client.get(
-        reverse("admin:plans_signingkey_revoke_signing_keys", args=[kid])
+        reverse("admin:plans_signingkey_revoke_signing_keys", args=[quote(kid)])
     )
     assert confirm.status_code == 200
     assert "every team" in confirm.content.decode()
@@ -86,7 +89,9 @@ def test_auditors_and_team_admins_cannot_rotate_or_revoke(request, persona, aged
     assert client.get(reverse("admin:plans_signingkey_rotate")).status_code == 403
     assert client.post(reverse("admin:plans_signingkey_rotate")).status_code == 403
     assert (
-        client.get(reverse("admin:plans_signingkey_revoke_signing_keys", args=[kid])).status_code
+        client.get(
+            reverse("admin:plans_signingkey_revoke_signing_keys", args=[quote(kid)])
+        ).status_code
         == 403
     )
     response = client.post(
@@ -106,7 +111,7 @@ def test_team_admins_see_keys_without_rotate_or_revoke_buttons(team_admin_client
     assert "Rotate now" not in html
     assert "revoke_signing_keys" not in html
     page = team_admin_client.get(
-        reverse("admin:plans_signingkey_change", args=[aged_keys[State.ACTIVE]])
+        reverse("admin:plans_signingkey_change", args=[quote(aged_keys[State.ACTIVE])])
     )
     assert page.status_code == 200
     assert "Revoke this key" not in page.content.decode()
@@ -117,7 +122,7 @@ def test_superusers_see_the_rotate_and_revoke_buttons(superuser_client, aged_key
     assert "Rotate now" in html
     assert "revoke_signing_keys" in html
     page = superuser_client.get(
-        reverse("admin:plans_signingkey_change", args=[aged_keys[State.ACTIVE]])
+        reverse("admin:plans_signingkey_change", args=[quote(aged_keys[State.ACTIVE])])
     )
     assert "Revoke this key" in page.content.decode()
 

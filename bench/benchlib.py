@@ -7,14 +7,53 @@ asserts anything; benchmarks print, they never pass or fail on speed.
 
 from __future__ import annotations
 
+import datetime
+import os
+import platform
 import statistics
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 # Hard ceilings so that no loop can run away, whatever the options say.
 MAX_MICRO_ITERATIONS = 1_000_000
 MAX_MICRO_SECONDS = 30.0
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Target:
+    """A scenario's server CPU per request, at most `multiple` times `/healthz`'s in the
+    same run, on PostgreSQL. `why` is the one line that says where the figure comes from."""
+
+    multiple: float
+    why: str
+
+
+# The HTTP targets, the one place they are declared (bench/README.md explains them). They
+# are issue 14's shares of `/healthz`'s throughput (40%, 25%, 35%), restated as server CPU
+# per request, which the load client sharing the cores does not distort: a share s of the
+# throughput of a CPU-bound server is a CPU multiple of 1/s.
+HTTP_TARGETS: dict[str, Target] = {
+    "POST /v1/plans, 2 steps": Target(
+        2.5,
+        "the usual declaration: validate, one read, sign, three inserts (issue 14: 40% "
+        "of /healthz's req/s)",
+    ),
+    "POST /v1/plans, 50 steps": Target(
+        4.0,
+        "validation, hash and policy passes grow with the steps (issue 14: 25% of "
+        "/healthz's req/s)",
+    ),
+    "POST /v1/plans/{id}/refresh, 2 steps": Target(
+        2.9,
+        "a long-running agent refreshes before expiry; one more read than issuance (issue "
+        "14: 35% of /healthz's req/s)",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -85,6 +124,53 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Non
     print(line(["-" * width for width in widths]))
     for row in cells:
         print(line(row))
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux /proc/cpuinfo), else what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def commit_described() -> str:
+    """The checked-out commit, short, and whether tracked files differ from it."""
+
+    def git(*arguments: str) -> str:
+        result = subprocess.run(
+            ["git", "-C", str(ROOT), *arguments],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        return result.stdout.strip() if result.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit:
+        return "commit unknown (not a git checkout)"
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return f"commit {commit}" + (" with uncommitted changes" if dirty else "")
+
+
+def run_described() -> str:
+    """When, what and where, for the first line of a run: a figure is only comparable with
+    another of the same machine, database and load."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"{now}, {commit_described()}; Python {platform.python_version()} on "
+        f"{platform.machine()}, {os.cpu_count()} cores ({cpu_model()}); load average "
+        f"{load_described()}"
+    )
+
+
+def load_described() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min)"
 
 
 def heading(title: str) -> None:

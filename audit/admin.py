@@ -33,7 +33,7 @@ from kernel.admin_export import ExportColumns, ExportMixin
 from kernel.admin_scoping import scope_to_teams, sees_several_teams
 from kernel.admin_widgets import TextInputFilter
 from kernel.json_format import compact_json, pretty_json
-from members.models import Team
+from teams.models import Team
 
 from . import admin_tokens  # noqa: F401  (registers AuditTokenAdmin)
 from .chain import record_at

@@ -22,7 +22,7 @@ from kernel.admin_actions import OneTimeFormToken, confirm_action
 from kernel.admin_base import PlangateModelAdmin
 from kernel.admin_credentials import RevocableCredentialAdmin
 from kernel.admin_secrets import shown_once_view
-from members.models import Team
+from teams.models import Team
 
 from .models import AuditToken
 from .tokens import audit_token_create, audit_token_revoke

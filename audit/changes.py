@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db.models import Model, QuerySet
 
-from members.models import Team
+from teams.models import Team
 
 from .models import AuditRecord
 from .services import record_build, records_append

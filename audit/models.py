@@ -58,7 +58,7 @@ class AuditRecord(models.Model):
         #: approvers were told (an e-mail, a webhook attempt): appended by notify/
         APPROVAL_NOTIFIED = "approval_notified", "approvers notified"
 
-    team = models.ForeignKey("members.Team", on_delete=models.PROTECT, related_name="+")
+    team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="+")
     at = models.DateTimeField(default=timezone.now)
     kind = models.CharField(max_length=32, choices=Kind.choices)
     #: who acted: a person's e-mail or username, ``manage.py <command>``, ``agent:<id>``
@@ -163,7 +163,7 @@ class AuditChainHead(models.Model):
     team_path: ClassVar[str] = "team"
 
     team = models.OneToOneField(
-        "members.Team", on_delete=models.PROTECT, primary_key=True, related_name="+"
+        "teams.Team", on_delete=models.PROTECT, primary_key=True, related_name="+"
     )
     last_seq = models.PositiveBigIntegerField(default=0)
     last_hash = models.CharField(max_length=64, blank=True)
@@ -191,7 +191,7 @@ class AuditToken(models.Model):
 
     team_path: ClassVar[str] = "team"
 
-    team = models.ForeignKey("members.Team", on_delete=models.PROTECT, related_name="+")
+    team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="+")
     name = models.CharField(max_length=200, blank=True)
     lookup_id = models.CharField(max_length=16, unique=True, editable=False)
     secret_hash = models.CharField(max_length=64, editable=False)

@@ -35,7 +35,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from members.models import Team
+from teams.models import Team
 
 from .changes import change_append
 from .models import AuditRecord

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from members.models import Team
+from teams.models import Team
 
 from .models import AuditRecord
 

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from kernel.row_insert import row_insert
-from members.models import Team
+from teams.models import Team
 
 from .actors import current_actor
 from .chain import GENESIS_PREV_HASH, record_hash

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from guard.errors import FieldError
 from kernel.problems import Code, DomainError
-from members.models import Team
+from teams.models import Team
 
 from .actors import current_actor
 from .changes import change_append, created_changes

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from members.models import Team
+from teams.models import Team
 
 from .chain import GENESIS_PREV_HASH, record_hash
 from .models import AuditChainHead, AuditRecord

@@ -191,9 +191,10 @@ def seed(plans: int, decisions: int) -> dict[str, Any]:
     from django.db import connection, transaction
 
     from audit.tokens import audit_token_create
-    from members.models import Agent, Member, Team
+    from members.models import Agent, Member
     from policies.models import Policy
     from policies.services import policy_set
+    from teams.models import Team
 
     timings: dict[str, float] = {}
     started = time.perf_counter()

@@ -22,9 +22,10 @@ from rest_framework.throttling import BaseThrottle
 security_logger = logging.getLogger("plangate.security")
 
 # The order a person works in: who is in the team, what agents may do, what they did.
-APP_ORDER = ["members", "policies", "plans", "auth"]
+APP_ORDER = ["members", "teams", "policies", "plans", "auth"]
 MODEL_ORDER = {
-    "members": ["Member", "Role", "Group", "Agent", "ApiKey", "Team"],
+    "members": ["Member", "Agent", "ApiKey"],
+    "teams": ["Role", "Group", "Team"],
     "policies": ["Policy", "PolicyVersion"],
     "plans": ["Plan", "PlanToken", "PlanEvent", "SigningKey"],
     "auth": ["User", "Group"],

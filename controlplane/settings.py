@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "axes",  # admin login lockout after repeated failures
     "csp",
     "kernel",
+    "teams",
     "members",
     "policies",
     "plans",

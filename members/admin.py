@@ -25,18 +25,12 @@ from audit.admin_changes import RecordedChangesAdmin
 from kernel.admin_base import PlangateModelAdmin
 from kernel.admin_forms import ServiceSavedAdmin
 from kernel.admin_widgets import admin_link, datetime_column
+from teams.models import REVOCATION_BOUND_DEFAULT, Group, Role, Team, running_agents_stop_within
 
 from . import admin_agents  # noqa: F401  (registers AgentAdmin, ApiKeyAdmin)
 from .admin_references import PolicyReferencesAdmin
 from .forms import MemberForm
-from .models import (
-    REVOCATION_BOUND_DEFAULT,
-    Group,
-    Member,
-    Role,
-    Team,
-    running_agents_stop_within,
-)
+from .models import Member
 from .services import member_disable
 
 if TYPE_CHECKING:

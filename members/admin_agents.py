@@ -32,9 +32,10 @@ from kernel.admin_forms import ServiceSavedAdmin
 from kernel.admin_secrets import shown_once_view
 from kernel.admin_widgets import datetime_column
 from policies.models import ActiveVersionAnnotations, active_version_annotations
+from teams.models import running_agents_stop_within
 
 from .forms import AgentForm
-from .models import Agent, ApiKey, ApiKeyQuerySet, running_agents_stop_within
+from .models import Agent, ApiKey, ApiKeyQuerySet
 from .services import api_key_create, api_key_revoke
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from django.urls import reverse, reverse_lazy
 from audit.actors import acting_as
 from audit.doors import person_actor
 from kernel.problems import DomainError
+from teams.models import Team
 
 from .invite import (
     NAME_MAX_LENGTH,
@@ -31,7 +32,6 @@ from .invite import (
     set_password_path,
     teammate_invite,
 )
-from .models import Team
 
 
 class InviteForm(forms.Form):

@@ -12,8 +12,9 @@ from audit.changes import (
     created_changes,
     field_changes,
 )
+from teams.models import Group, Role, Team
 
-from .models import Agent, ApiKey, Group, Member, Role, Team
+from .models import Agent, ApiKey, Member
 
 
 def team_created_record(team: Team) -> None:

@@ -7,7 +7,7 @@ the role may see. A Django group grants its rights wherever the person is staff,
 person holds one console role: inviting an auditor as a team admin makes them a team admin
 of every team they are staff of, and only someone who manages all those teams may do that.
 
-Who may invite: a superuser, to any team; a team admin (``members.change_team``, which the
+Who may invite: a superuser, to any team; a team admin (``teams.change_team``, which the
 "Team admins" group holds and auditors do not), to the teams they are staff of.
 
 A new person gets an unusable password: they choose one through a one-time link
@@ -39,15 +39,16 @@ from django.utils.http import urlsafe_base64_encode
 from audit.changes import changes_append_to_teams, field_changes
 from guard.errors import FieldError
 from kernel.problems import Code, DomainError
+from teams.models import Team
 
-from .models import Team, email_normalize
+from .models import email_normalize
 
 #: Django's username length: the e-mail is the username
 USERNAME_MAX_LENGTH = 150
 #: Django's first_name length, which holds the whole name
 NAME_MAX_LENGTH = 150
 #: who may invite to the teams they are staff of (held by "Team admins", not by auditors)
-INVITE_PERMISSION = "members.change_team"
+INVITE_PERMISSION = "teams.change_team"
 
 
 class ConsoleRole(models.TextChoices):

@@ -1,13 +1,11 @@
-"""The team and who belongs to it: members, roles, groups, agents and their API keys."""
+"""Who belongs to a team: members, agents and their API keys (the team, its roles and groups
+are in ``teams``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 from typing import ClassVar, Literal, Self
 
-from django.conf import settings
-from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Lower
@@ -15,140 +13,15 @@ from django.utils import timezone
 from ulid import ULID
 
 from kernel.credentials import CredentialFormat
+from teams.models import Group, Role, Team
 
 #: ``pg_<lookup id>_<secret>``: the shown-once, hashed format audit tokens share
 #: (kernel.credentials); the label keys the hash, so changing it voids every key.
 API_KEY_FORMAT = CredentialFormat(prefix="pg_", purpose=b"plangate.api-key.v1")
 
 
-#: How long after a revocation or a disabling a running agent may go on (seconds): a team's
-#: ``revocation_bound_seconds`` (docs/decisions/0032).
-REVOCATION_BOUND_DEFAULT = 15
-REVOCATION_BOUND_MIN = 1
-REVOCATION_BOUND_MAX = 60
-
-
-#: How long a team's guard decisions and refused attempts are kept (days): a team's
-#: ``retention_days`` (docs/decisions/0044).
-RETENTION_DAYS_DEFAULT = 400
-RETENTION_DAYS_MIN = 1
-RETENTION_DAYS_MAX = 3650
-
-
-def running_agents_stop_within(bounds: Iterable[int | None]) -> str:
-    """The admin's words for when a revocation or a disabling reaches running agents, from
-    the bounds of the teams it touches (the longest; the default when none is known)."""
-    longest = max((bound for bound in bounds if bound is not None), default=None)
-    return f"running agents stop within {longest or REVOCATION_BOUND_DEFAULT} s"
-
-
 def new_ulid() -> str:
     return str(ULID())
-
-
-class Team(models.Model):
-    #: how a row reaches its team, read by the admin's scoping
-    #: (kernel.admin_scoping.scope_to_teams); "" is the team itself
-    team_path: ClassVar[str] = ""
-
-    slug = models.SlugField(max_length=64, unique=True)
-    name = models.CharField(max_length=200)
-    log_call_arguments = models.BooleanField(
-        default=False,
-        help_text="Guards report call arguments in full instead of a digest.",
-    )
-    revocation_bound_seconds = models.PositiveSmallIntegerField(
-        "revocation bound (seconds)",
-        default=REVOCATION_BOUND_DEFAULT,
-        validators=[
-            MinValueValidator(REVOCATION_BOUND_MIN),
-            MaxValueValidator(REVOCATION_BOUND_MAX),
-        ],
-        help_text=(
-            "Running agents stop within this many seconds of a plan's revocation, a member's"
-            " or agent's disabling, or a signing key's revocation: their guards poll the"
-            " status feed twice as often."
-        ),
-    )
-    approval_window_seconds = models.PositiveIntegerField(
-        "approval window (seconds)",
-        default=3600,
-        validators=[MinValueValidator(60), MaxValueValidator(7 * 24 * 3600)],
-        help_text=(
-            "How long a plan that a policy's review rule sent to a person waits for a"
-            " decision; nobody deciding within it expires the request."
-        ),
-    )
-    retention_days = models.PositiveIntegerField(
-        "retention (days)",
-        default=RETENTION_DAYS_DEFAULT,
-        validators=[MinValueValidator(RETENTION_DAYS_MIN), MaxValueValidator(RETENTION_DAYS_MAX)],
-        help_text=(
-            "Guard decisions and refused attempts older than this many days are removed by"
-            " the worker, after the retention export hook has had them; the audit trail"
-            " keeps their place in its chain and records each removal."
-        ),
-    )
-    staff = models.ManyToManyField(
-        settings.AUTH_USER_MODEL,
-        blank=True,
-        related_name="plangate_teams",
-        help_text="Admin users who manage this team in the console.",
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["slug"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(revocation_bound_seconds__gte=REVOCATION_BOUND_MIN)
-                & Q(revocation_bound_seconds__lte=REVOCATION_BOUND_MAX),
-                name="team_revocation_bound_range",
-            ),
-            models.CheckConstraint(
-                condition=Q(retention_days__gte=RETENTION_DAYS_MIN)
-                & Q(retention_days__lte=RETENTION_DAYS_MAX),
-                name="team_retention_days_range",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.name or self.slug
-
-
-class Role(models.Model):
-    team_path: ClassVar[str] = "team"
-
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="roles")
-    name = models.CharField(max_length=64)
-    description = models.CharField(max_length=200, blank=True)
-
-    class Meta:
-        ordering = ["team", "name"]
-        constraints = [
-            models.UniqueConstraint(fields=["team", "name"], name="unique_role_name_per_team"),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class Group(models.Model):
-    team_path: ClassVar[str] = "team"
-
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="groups")
-    name = models.CharField(max_length=64)
-    description = models.CharField(max_length=200, blank=True)
-
-    class Meta:
-        ordering = ["team", "name"]
-        verbose_name = "member group"
-        constraints = [
-            models.UniqueConstraint(fields=["team", "name"], name="unique_group_name_per_team"),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
 
 
 def email_normalize(email: str) -> str:

@@ -21,6 +21,7 @@ from guard.errors import FieldError
 from kernel.compiled_query import CompiledQuery
 from kernel.problems import Code, DomainError
 from kernel.ratelimit import rate_limit_count_sql
+from teams.models import Group, Role, Team
 
 from .changes import (
     agent_change_record,
@@ -32,7 +33,7 @@ from .changes import (
     named_row_created,
     team_created_record,
 )
-from .models import API_KEY_FORMAT, Agent, ApiKey, Group, Member, Role, Team, email_normalize
+from .models import API_KEY_FORMAT, Agent, ApiKey, Member, email_normalize
 
 if TYPE_CHECKING:
     from policies.models import Policy

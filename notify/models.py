@@ -24,7 +24,7 @@ class TeamWebhook(models.Model):
     team_path: ClassVar[str] = "team"
 
     team = models.OneToOneField(
-        "members.Team", on_delete=models.CASCADE, related_name="approval_webhook"
+        "teams.Team", on_delete=models.CASCADE, related_name="approval_webhook"
     )
     url = models.URLField(
         "URL", max_length=500, help_text="Receives a signed POST when a plan awaits approval."

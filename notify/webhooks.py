@@ -21,9 +21,9 @@ from django.utils import timezone
 from audit.changes import change_append
 from guard.errors import FieldError
 from kernel.problems import Code, DomainError
-from members.models import Team
 from plans.keys.encryption import EncryptionKeyError, encryption_keys
 from plans.models import Plan
+from teams.models import Team
 
 from .models import TeamWebhook, WebhookDelivery
 from .records import approval_notified_record

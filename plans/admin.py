@@ -39,7 +39,8 @@ from kernel.admin_export import ExportMixin
 from kernel.admin_scoping import scope_to_teams
 from kernel.admin_widgets import TextInputFilter, admin_link, datetime_column
 from kernel.json_format import pretty_json
-from members.models import email_normalize, running_agents_stop_within
+from members.models import email_normalize
+from teams.models import running_agents_stop_within
 
 from . import admin_keys  # noqa: F401  (registers SigningKeyAdmin)
 from .admin_decisions import AgentChoiceFilter, SuggestedToolFilter

@@ -24,7 +24,7 @@ from kernel.admin_actions import confirm_action, redirect_after_action
 from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
 from kernel.admin_widgets import datetime_column
 from kernel.problems import DomainError
-from members.models import Team, running_agents_stop_within
+from teams.models import Team, running_agents_stop_within
 
 from . import keys
 from .models import SigningKey

@@ -74,7 +74,7 @@ class Plan(models.Model):
         EXPIRED = "expired"
 
     id = models.CharField(primary_key=True, max_length=26, default=new_ulid, editable=False)
-    team = models.ForeignKey("members.Team", on_delete=models.PROTECT, related_name="plans")
+    team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="plans")
     agent = models.ForeignKey("members.Agent", on_delete=models.PROTECT, related_name="plans")
     member = models.ForeignKey("members.Member", on_delete=models.PROTECT, related_name="plans")
     goal = models.CharField(max_length=1000)

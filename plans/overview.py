@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from audit.models import AuditRecord
 from guard.decisions import Decision
-from members.models import ApiKey, Team
+from members.models import ApiKey
+from teams.models import Team
 
 from . import keys
 from .approvals import plans_awaiting_approval

@@ -38,7 +38,7 @@ from audit.retention import (
     retention_export,
     retention_record_append,
 )
-from members.models import Team
+from teams.models import Team
 
 from .models import Plan, PlanEvent
 

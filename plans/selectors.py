@@ -18,8 +18,9 @@ from django.db.models import (
 )
 from django.db.models.expressions import RawSQL
 
-from members.models import Agent, Group, Member, Role, Team, email_normalize
+from members.models import Agent, Member, email_normalize
 from policies.models import Policy, PolicyVersion
+from teams.models import Group, Role, Team
 
 from .models import Plan, PlanEvent, SigningKey
 

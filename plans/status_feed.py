@@ -46,8 +46,9 @@ from kernel.problems import (
     problem_body,
 )
 from members.authentication import refusal_count
-from members.models import API_KEY_FORMAT, Agent, ApiKey, ApiKeyQuerySet, Member, Team
+from members.models import API_KEY_FORMAT, Agent, ApiKey, ApiKeyQuerySet, Member
 from members.services import api_key_authenticate
+from teams.models import Team
 
 from .models import Plan, SigningKey
 

@@ -43,7 +43,7 @@ class PolicyQuerySet(models.QuerySet["Policy"]):
 class Policy(models.Model):
     team_path: ClassVar[str] = "team"
 
-    team = models.ForeignKey("members.Team", on_delete=models.CASCADE, related_name="policies")
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="policies")
     slug = models.SlugField(max_length=64)
     description = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -20,7 +20,7 @@ from django.db.models import F
 
 from guard.errors import FieldError
 from guard.policy_findings import RuleFinding, policy_findings
-from members.models import Group, Role, Team
+from teams.models import Group, Role, Team
 
 from .models import PolicyVersion, active_version_annotations
 

@@ -10,7 +10,7 @@ from audit.changes import change_append
 from guard.errors import DocumentInvalid, FieldError
 from guard.policy import policy_hash, validate_policy
 from kernel.problems import Code, DomainError
-from members.models import Team
+from teams.models import Team
 
 from .models import Policy, PolicyVersion
 from .selectors import policy_active_version

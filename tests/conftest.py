@@ -11,10 +11,11 @@ import pytest
 from hypothesis import HealthCheck, settings
 from rest_framework.test import APIClient
 
-from members.models import Agent, Member, Team
+from members.models import Agent, Member
 from members.services import agent_create, api_key_create, member_upsert, team_get_or_create
 from policies.models import PolicyVersion
 from policies.services import policy_set
+from teams.models import Team
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 

@@ -50,6 +50,18 @@ def _codenames(team_admin: bool) -> set[tuple[str, str]]:
     return wanted
 
 
+#: models that later moved to the ``teams`` app (0008_team_role_group_to_teams), with
+#: their permissions: ``grant`` finds those under either label
+MOVED_TO_TEAMS = {"team", "role", "group"}
+
+
+def _label(permission) -> tuple[str, str]:
+    app_label, model = permission.content_type.app_label, permission.content_type.model
+    if app_label == "teams" and model in MOVED_TO_TEAMS:
+        app_label = "members"
+    return app_label, permission.codename
+
+
 def grant(Group, Permission) -> None:
     """Create the two groups, or top them up, with their permissions. Also callable with
     the real models (tests recreate the groups after a transactional test's flush)."""
@@ -58,11 +70,11 @@ def grant(Group, Permission) -> None:
         permissions = [
             permission
             for permission in Permission.objects.select_related("content_type").filter(
-                content_type__app_label__in=VIEWED.keys()
+                content_type__app_label__in={*VIEWED.keys(), "teams"}
             )
-            if (permission.content_type.app_label, permission.codename) in wanted
+            if _label(permission) in wanted
         ]
-        missing = wanted - {(p.content_type.app_label, p.codename) for p in permissions}
+        missing = wanted - {_label(p) for p in permissions}
         if missing:
             raise RuntimeError(f"permissions not found: {sorted(missing)}")
         group, _ = Group.objects.get_or_create(name=name)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from audit.changes import Changes, changes_append_to_teams
-from members.models import Team
+from teams.models import Team
 
 from .results import KeyChange, State
 

@@ -10,9 +10,9 @@ import pytest
 from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
-from members.models import Team
 from plans.models import Plan
 from plans.services import plan_issue
+from teams.models import Team
 from tests.conftest import plan_document
 
 TEAM_ADMINS = "Team admins"

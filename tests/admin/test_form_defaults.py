@@ -13,8 +13,8 @@ from tests.admin.conftest import TEAM_ADMINS, logged_in, make_staff
 
 ADD_FORMS = [
     "admin:members_member_add",
-    "admin:members_role_add",
-    "admin:members_group_add",
+    "admin:teams_role_add",
+    "admin:teams_group_add",
     "admin:members_agent_add",
     "admin:policies_policy_add",
 ]

@@ -13,7 +13,7 @@ from django.urls import reverse
 from audit.models import AuditRecord
 from kernel.problems import Code
 from members.invite import ConsoleRole, set_password_path, teammate_invite
-from members.models import Team
+from teams.models import Team
 from tests.admin.conftest import AUDITORS, PASSWORD, TEAM_ADMINS, logged_in, make_staff
 
 INVITE = "/admin/invite/"

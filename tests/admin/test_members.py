@@ -86,14 +86,14 @@ def test_member_list_filters_and_searches(team_admin_client, member, sre_member,
 def test_roles_and_groups_list_their_members(team_admin_client, member, sre_member):
     group = sre_member.groups.get(name="platform")
     html = team_admin_client.get(
-        reverse("admin:members_group_change", args=[group.pk])
+        reverse("admin:teams_group_change", args=[group.pk])
     ).content.decode()
     assert member.email in html and sre_member.email in html
     html = team_admin_client.get(
-        reverse("admin:members_role_change", args=[sre_member.role_id])
+        reverse("admin:teams_role_change", args=[sre_member.role_id])
     ).content.decode()
     assert sre_member.email in html and member.email not in html
-    listing = team_admin_client.get(reverse("admin:members_group_changelist")).content.decode()
+    listing = team_admin_client.get(reverse("admin:teams_group_changelist")).content.decode()
     assert "platform" in listing
 
 
@@ -119,10 +119,10 @@ def test_editing_a_member_leaves_a_history_entry_naming_the_field(
 
 
 def test_team_admins_cannot_hand_out_team_access(team_admin_client, team, team_admin):
-    page = team_admin_client.get(reverse("admin:members_team_change", args=[team.pk]))
+    page = team_admin_client.get(reverse("admin:teams_team_change", args=[team.pk]))
     assert page.status_code == 200
     assert 'name="staff"' not in page.content.decode()
-    assert team_admin_client.get(reverse("admin:members_team_add")).status_code == 403
+    assert team_admin_client.get(reverse("admin:teams_team_add")).status_code == 403
     assert team_admin_client.get(reverse("admin:auth_user_changelist")).status_code == 403
 
 

@@ -61,7 +61,7 @@ def test_team_admins_manage_the_team_but_not_users(db):
     [
         "admin:members_member_add",
         "admin:members_agent_add",
-        "admin:members_role_add",
+        "admin:teams_role_add",
         "admin:policies_policy_add",
         "admin:plans_plan_add",
     ],

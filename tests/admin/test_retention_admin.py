@@ -9,14 +9,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from audit.services import records_seal
-from members.models import Team
 from plans.models import PlanEvent
 from plans.retention import retention_apply
+from teams.models import Team
 from tests.plans.test_retention import declare_with_events
 
 
 def test_a_team_admin_sets_the_retention_period_within_1_to_3650_days(team_admin_client, team):
-    url = reverse("admin:members_team_change", args=[team.pk])
+    url = reverse("admin:teams_team_change", args=[team.pk])
     form = {"name": team.name, "log_call_arguments": "", "retention_days": "0"}
 
     refused = team_admin_client.post(url, form)

@@ -7,8 +7,8 @@ from django.contrib.admin.utils import quote
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from members.models import Team
 from plans.models import PlanToken
+from teams.models import Team
 
 
 def set_bound(team: Team, seconds: int) -> None:
@@ -71,7 +71,7 @@ def test_the_agent_page_says_when_unticking_active_stops_it(team_admin_client, t
 
 
 def test_a_team_admin_sets_the_bound_within_1_to_60_seconds(team_admin_client, team):
-    url = reverse("admin:members_team_change", args=[team.pk])
+    url = reverse("admin:teams_team_change", args=[team.pk])
     form = {"name": team.name, "log_call_arguments": "", "revocation_bound_seconds": "61"}
 
     refused = team_admin_client.post(url, form)

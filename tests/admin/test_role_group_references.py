@@ -12,9 +12,9 @@ import json
 import pytest
 from django.urls import reverse
 
-from members.models import Group, Role
 from policies.models import Policy
 from policies.services import policy_set
+from teams.models import Group, Role
 from tests.admin.conftest import logged_in
 from tests.audit.activity_helpers import about
 from tests.conftest import POLICY
@@ -33,7 +33,7 @@ def oncall(team, sre_member, policy_version) -> Group:
 
 
 def change_url(obj) -> str:
-    return reverse(f"admin:members_{obj._meta.model_name}_change", args=[obj.pk])
+    return reverse(f"admin:teams_{obj._meta.model_name}_change", args=[obj.pk])
 
 
 def test_a_roles_page_lists_the_policy_rules_naming_it_with_links(team_admin_client, sre):
@@ -180,7 +180,7 @@ def test_an_auditor_cannot_rename_through_the_confirmation(auditor_client, sre):
 
 
 def test_deleting_a_named_role_lists_the_rules_on_the_confirmation(team_admin_client, sre):
-    delete_url = reverse("admin:members_role_delete", args=[sre.pk])
+    delete_url = reverse("admin:teams_role_delete", args=[sre.pk])
 
     page = team_admin_client.get(delete_url).content.decode()
 
@@ -198,7 +198,7 @@ def test_deleting_a_named_role_lists_the_rules_on_the_confirmation(team_admin_cl
 def test_deleting_an_unnamed_group_shows_no_rules(team_admin_client, member, team):
     platform = Group.objects.get(team=team, name="platform")
 
-    page = team_admin_client.get(reverse("admin:members_group_delete", args=[platform.pk]))
+    page = team_admin_client.get(reverse("admin:teams_group_delete", args=[platform.pk]))
 
     assert page.status_code == 200
     assert b"Active policy rules name" not in page.content
@@ -206,7 +206,7 @@ def test_deleting_an_unnamed_group_shows_no_rules(team_admin_client, member, tea
 
 def test_the_delete_selected_action_lists_the_rules(team_admin_client, sre, oncall, team):
     response = team_admin_client.post(
-        reverse("admin:members_group_changelist"),
+        reverse("admin:teams_group_changelist"),
         {"action": "delete_selected", "_selected_action": [oncall.pk]},
     )
 

@@ -16,9 +16,10 @@ def test_the_site_is_titled_plangate(superuser_client):
 def test_the_index_lists_apps_and_models_in_working_order(superuser_client):
     html = superuser_client.get(reverse("admin:index")).content.decode()
     apps = re.findall(r'class="app-(\w+) module', html)
-    assert apps[:3] == ["members", "policies", "plans"]
+    assert apps[:4] == ["members", "teams", "policies", "plans"]
     models = re.findall(r'class="model-(\w+)', html)
     assert models.index("member") < models.index("agent") < models.index("apikey")
+    assert models.index("role") < models.index("group") < models.index("team")
     assert models.index("policy") < models.index("policyversion")
     assert models.index("plan") < models.index("plantoken") < models.index("signingkey")
     assert "Issued plans" in html

@@ -6,7 +6,7 @@ import pytest
 from django.apps import apps
 
 from kernel.admin_scoping import team_path_of
-from members.models import Team
+from teams.models import Team
 
 NO_TEAM = {"plans.signingkey"}  # shared by every team
 

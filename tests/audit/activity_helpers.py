@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from audit.models import AuditRecord
-from members.models import Team
+from teams.models import Team
 
 
 def changes(team: Team) -> list[AuditRecord]:

@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from audit.models import AuditRecord
 from audit.services import record_append, records_seal
-from members.models import Team
 from plans.retention import retention_apply
+from teams.models import Team
 
 
 def append(team: Team, count: int = 1, **fields: Any) -> list[AuditRecord]:

@@ -13,7 +13,7 @@ from django.test import override_settings
 
 from audit.actors import acting_as
 from kernel.problems import DomainError
-from members.models import ApiKey, Role, Team
+from members.models import ApiKey
 from members.services import (
     agent_update,
     api_key_create,
@@ -28,6 +28,7 @@ from plans.tasks import rotate_signing_keys
 from policies.services import policy_set
 from scripts.run_local import ACTOR as MAKE_RUN
 from scripts.run_local import start_commands
+from teams.models import Role, Team
 from tests.audit.activity_helpers import about, change_count, changes
 from tests.conftest import POLICY
 from tests.plans.keys_helpers import OTHER_ENCRYPTION_KEY, TEST_ENCRYPTION_KEY, age_keys

@@ -14,8 +14,9 @@ from django.test import Client
 from django.urls import reverse
 
 from guard.policy import policy_hash, validate_policy
-from members.models import ApiKey, Member, Role, Team
+from members.models import ApiKey, Member
 from plans.models import SigningKey
+from teams.models import Role, Team
 from tests.admin.conftest import (
     AUDITORS,
     KEY_OPERATORS,
@@ -143,15 +144,15 @@ def test_admin_actions_that_call_a_service_record_each_change_once(
 def test_roles_the_admin_saves_itself_are_recorded_created_renamed_and_deleted(tessa_client, team):
     before = change_count(team)
     tessa_client.post(
-        reverse("admin:members_role_add"), {"team": team.pk, "name": "sre", "description": ""}
+        reverse("admin:teams_role_add"), {"team": team.pk, "name": "sre", "description": ""}
     )
     role = Role.objects.get(team=team, name="sre")
     tessa_client.post(
-        reverse("admin:members_role_change", args=[role.pk]),
+        reverse("admin:teams_role_change", args=[role.pk]),
         {"name": "site-reliability", "description": "on call"},
     )
     deleted = tessa_client.post(
-        reverse("admin:members_role_delete", args=[role.pk]), {"post": "yes"}
+        reverse("admin:teams_role_delete", args=[role.pk]), {"post": "yes"}
     )
     assert deleted.status_code == 302
     assert not Role.objects.filter(pk=role.pk).exists()
@@ -173,7 +174,7 @@ def test_a_team_a_superuser_adds_in_the_admin_is_recorded_in_the_new_teams_log(d
     manager = User.objects.create_user("mia", is_staff=True)
 
     response = root.post(
-        reverse("admin:members_team_add"),
+        reverse("admin:teams_team_add"),
         {"name": "Initech", "slug": "initech", "staff": [manager.pk]},
     )
     assert response.status_code == 302, response.content.decode()

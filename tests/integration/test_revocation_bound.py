@@ -22,11 +22,11 @@ from django.conf import settings
 
 from guard.agent import Guard
 from guard.decisions import Decision
-from members.models import Team
 from members.services import agent_update, api_key_revoke, member_disable
 from plans.keys import signing_key_revoke, signing_keys_bootstrap
 from plans.models import Plan, PlanEvent, PlanToken
 from plans.services import plan_revoke
+from teams.models import Team
 from tests.conftest import AgentPersona, plan_document
 
 from .processes import IS_POSTGRES, NEEDS_POSTGRES, tail, wait_for

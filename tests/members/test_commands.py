@@ -8,9 +8,10 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from members.models import Agent, ApiKey, Member, Team
+from members.models import Agent, ApiKey, Member
 from members.services import api_key_authenticate
 from policies.models import Policy
+from teams.models import Team
 from tests.conftest import POLICY
 
 

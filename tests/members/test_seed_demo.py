@@ -15,11 +15,12 @@ from rest_framework.test import APIClient
 
 from kernel.problems import Code, DomainError
 from members.management.commands.seed_demo import DEMO_POLICY
-from members.models import Agent, ApiKey, Member, Team
+from members.models import Agent, ApiKey, Member
 from members.services import api_key_authenticate, member_disable
 from policies.models import Policy
 from policies.selectors import policy_active_version
 from policies.services import policy_version_publish
+from teams.models import Team
 
 PASSWORD = "first-start-password"
 

@@ -11,9 +11,10 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from audit.models import AuditToken
-from members.models import Agent, Member, Team
+from members.models import Agent, Member
 from members.services import team_get_or_create
 from policies.models import Policy
+from teams.models import Team
 from tests.conftest import POLICY
 
 

@@ -12,11 +12,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 
-from members.models import Team
 from plans.approvals import ApprovalRequested
 from plans.models import Plan
 from plans.services import plan_issue
 from policies.services import policy_set
+from teams.models import Team
 from tests.admin.conftest import PASSWORD, ensure_admin_groups
 from tests.conftest import POLICY, AgentPersona, make_agent, plan_document
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth.models import Permission, User
 
-from members.models import Team
+from teams.models import Team
 
 REVIEW_POLICY = {
     "version": 1,

@@ -16,9 +16,9 @@ from audit.retention import RETENTION_OBJECT, retention_export
 from audit.services import record_append, records_seal
 from audit.verification import chain_verify
 from guard.decisions import Decision
-from members.models import RETENTION_DAYS_DEFAULT, Team
 from plans.models import Plan, PlanEvent
 from plans.retention import retention_apply
+from teams.models import RETENTION_DAYS_DEFAULT, Team
 from tests.conftest import plan_document
 
 from .retention_export import exported, write_rows

@@ -11,11 +11,11 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from guard.errors import FieldError
-from members.models import Group, Role
 from members.services import member_upsert
 from policies.models import Policy, PolicyVersion
 from policies.references import policy_reference_warnings, policy_rules_naming
 from policies.services import policy_set
+from teams.models import Group, Role
 
 DEPLOY = {
     "version": 1,

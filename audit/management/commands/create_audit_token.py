@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 from audit.doors import AuditedCommand
 from audit.tokens import audit_token_create
 from kernel.problems import DomainError
-from members.selectors import team_require
+from teams.selectors import team_require
 
 
 class Command(AuditedCommand):

@@ -11,8 +11,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from audit.verification import chain_report_line, chain_reports_summary, chain_verify
 from kernel.problems import DomainError
-from members.models import Team
-from members.selectors import team_require
+from teams.models import Team
+from teams.selectors import team_require
 
 
 class Command(BaseCommand):

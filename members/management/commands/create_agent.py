@@ -5,9 +5,9 @@ from django.db import transaction
 
 from audit.doors import AuditedCommand
 from kernel.problems import DomainError
-from members.selectors import team_require
 from members.services import DEFAULT_TEAM_SLUG, agent_create, api_key_create
 from policies.models import Policy
+from teams.selectors import team_require
 
 
 class Command(AuditedCommand):

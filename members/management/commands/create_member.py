@@ -2,8 +2,8 @@ from django.core.management.base import CommandError
 
 from audit.doors import AuditedCommand
 from kernel.problems import DomainError
-from members.selectors import team_by_reference
 from members.services import DEFAULT_TEAM_SLUG, member_upsert, team_get_or_create
+from teams.selectors import team_by_reference
 
 
 class Command(AuditedCommand):

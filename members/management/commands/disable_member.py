@@ -2,8 +2,8 @@ from django.core.management.base import CommandError
 
 from audit.doors import AuditedCommand
 from kernel.problems import DomainError
-from members.selectors import team_require
 from members.services import DEFAULT_TEAM_SLUG, member_disable
+from teams.selectors import team_require
 
 
 class Command(AuditedCommand):

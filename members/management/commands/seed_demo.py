@@ -22,7 +22,7 @@ from django.db import transaction
 
 from audit.changes import change_append, created_changes
 from audit.doors import AuditedCommand
-from members.models import API_KEY_FORMAT, Agent, ApiKey, Member, Team
+from members.models import API_KEY_FORMAT, Agent, ApiKey, Member
 from members.services import (
     agent_create,
     api_key_create,
@@ -33,6 +33,7 @@ from members.services import (
 from policies.models import Policy
 from policies.selectors import policy_active_version
 from policies.services import policy_set
+from teams.models import Team
 
 DEMO_POLICY = {
     "version": 1,

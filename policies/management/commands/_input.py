@@ -9,9 +9,10 @@ from pathlib import Path
 from django.core.management.base import CommandError
 
 from kernel.problems import DomainError
-from members.models import Member, Team
-from members.selectors import team_require
+from members.models import Member
 from policies.models import Policy
+from teams.models import Team
+from teams.selectors import team_require
 
 #: a command's own exit status for input it cannot use (a missing file, bad JSON...)
 USAGE_ERROR = 2

@@ -6,10 +6,10 @@ from django.db import transaction
 
 from audit.doors import AuditedCommand
 from kernel.problems import DomainError
-from members.selectors import team_by_reference
 from members.services import DEFAULT_TEAM_SLUG, team_get_or_create
 from policies.references import policy_reference_warnings
 from policies.services import policy_set
+from teams.selectors import team_by_reference
 
 
 class Command(AuditedCommand):

@@ -1,4 +1,4 @@
-"""Shared reads of teams and members that the doors (management commands) need."""
+"""Shared reads of teams that the doors (management commands) need."""
 
 from __future__ import annotations
 

@@ -116,11 +116,19 @@ def test_a_broker_that_is_away_at_enqueue_is_logged_not_raised(
     from controlplane.celery import app
 
     team_webhook_save(team=team, url="https://hooks.example.test/a", secret=SECRET)
-    previous = app.conf.broker_write_url, app.conf.task_publish_retry, app.conf.broker_transport
-    # Nothing listens on port 9; no publish retries, so the failure comes at once. The
-    # embedded broker's transport (named only for filesystem://) must not carry over.
+    previous = (
+        app.conf.broker_write_url,
+        app.conf.task_publish_retry,
+        app.conf.broker_transport,
+        app.conf.broker_transport_options,
+    )
+    # Nothing listens on port 9; no publish retries and no connection retries, so the
+    # failure comes at once. Without max_retries kombu retries the connection until Celery's
+    # broker_connection_timeout (4 s) has passed, about 6 s for each of the two tasks. The
+    # embedded broker's transport and its options (for filesystem:// only) must not carry over.
     app.conf.broker_write_url, app.conf.task_publish_retry = "redis://127.0.0.1:9/0", False
     app.conf.broker_transport = None
+    app.conf.broker_transport_options = {"max_retries": 0}
     _fresh_broker_connections(app)
     try:
         with django_capture_on_commit_callbacks(execute=True):
@@ -130,6 +138,7 @@ def test_a_broker_that_is_away_at_enqueue_is_logged_not_raised(
             app.conf.broker_write_url,
             app.conf.task_publish_retry,
             app.conf.broker_transport,
+            app.conf.broker_transport_options,
         ) = previous
         _fresh_broker_connections(app)
 

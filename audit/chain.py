@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import UTC
 from typing import Any
 
 from guard.canonical import canonical_json
+from guard.utc import isoformat_z
 
 from .models import AuditRecord
 
@@ -30,7 +30,7 @@ GENESIS_PREV_HASH = ""
 
 def record_at(record: AuditRecord) -> str:
     """The record's time as the chain and the API write it: ISO 8601, UTC, microseconds."""
-    return record.at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return isoformat_z(record.at, timespec="microseconds")
 
 
 def record_document(record: AuditRecord) -> dict[str, Any]:

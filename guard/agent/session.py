@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from guard.agent import acp
@@ -20,6 +19,7 @@ from guard.agent.verified import VerifiedToken
 from guard.constraints import compile_constraint
 from guard.decisions import Decision, PlanOutcome, not_completed_reason
 from guard.plan import CompiledPlan
+from guard.utc import isoformat_z
 
 __all__ = ["CallDecision", "PlanState"]
 
@@ -96,10 +96,6 @@ ARGS_NOT_OBJECT: Final = CallDecision(
     Decision.INVALID_ARGUMENTS, "the call's arguments must be a JSON object"
 )
 TOOL_NOT_STRING: Final = CallDecision(Decision.INVALID_ARGUMENTS, "the tool name must be a string")
-
-
-def iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 class PlanState:
@@ -220,7 +216,8 @@ class PlanState:
             )
         return CallDecision(
             Decision.TOKEN_EXPIRED,
-            f"the intent token expired at {iso(token.expires_at)} and was not refreshed{detail}",
+            f"the intent token expired at {isoformat_z(token.expires_at)} and was not"
+            f" refreshed{detail}",
         )
 
     # Status changes: the caller holds the guard's lock and publishes when they return True.

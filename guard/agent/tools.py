@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from guard.agent.acp import describe_step
 from guard.agent.errors import INVALID_PLAN, ApprovalError, GuardError
-from guard.agent.session import iso
 from guard.plan import MAX_STEPS, plan_json_schema
+from guard.utc import isoformat_z
 
 if TYPE_CHECKING:
     from guard.agent.status import DeclaredPlan
@@ -142,7 +142,7 @@ def declare_plan_result(
     result: dict[str, Any] = {
         "ok": True,
         "planId": declared.plan_id,
-        "expiresAt": iso(declared.expires_at),
+        "expiresAt": isoformat_z(declared.expires_at),
         "steps": descriptions,
         "detail": "The plan is declared. Only calls that match one of its steps will run.",
     }

@@ -12,7 +12,6 @@ other and the second sees what the first did. Each returns what it changed, so t
 
 from __future__ import annotations
 
-import base64
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,7 +23,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from guard.jwk import jwk_thumbprint, public_jwk
+from guard.jwk import b64url_encode, jwk_thumbprint, public_jwk
+from guard.utc import isoformat_z
 from kernel.problems import DomainError
 
 from ..models import SigningKey
@@ -43,12 +43,8 @@ logger = logging.getLogger(__name__)
 State = SigningKey.State
 
 
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _iso(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+def _seconds(moment: datetime) -> str:
+    return isoformat_z(moment, timespec="seconds")
 
 
 def max_token_lifetime() -> timedelta:
@@ -127,7 +123,7 @@ def signing_key_create(*, state: str, now: datetime | None = None) -> SigningKey
     return SigningKey.objects.create(
         kid=kid,
         state=state,
-        public_key=_b64url(public_raw),
+        public_key=b64url_encode(public_raw),
         private_key_encrypted=fernet.encrypt(private_key.private_bytes_raw()).decode("ascii"),
         created_at=now,
         activated_at=now if state == State.ACTIVE else None,
@@ -298,14 +294,14 @@ def _rotate_locked(*, now: datetime, force: bool, removed: tuple[str, ...]) -> R
             return RotationResult(
                 RotationResult.RECENTLY_ROTATED,
                 removed=removed,
-                detail=f"active key {active.kid} was activated at {_iso(activated_at)}",
+                detail=f"active key {active.kid} was activated at {_seconds(activated_at)}",
             )
         ready_at = next_key_signs_from(next_key)
         if ready_at > now:
             return RotationResult(
                 RotationResult.NEXT_KEY_TOO_YOUNG,
                 removed=removed,
-                detail=f"next key {next_key.kid} may sign from {_iso(ready_at)}, "
+                detail=f"next key {next_key.kid} may sign from {_seconds(ready_at)}, "
                 "one JWKS cache lifetime after it was published",
             )
         require_decryptable(next_key)

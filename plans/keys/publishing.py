@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import base64
 from datetime import datetime
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from guard.jwk import public_jwk
+from guard.jwk import b64url_decode, public_jwk
 
 from ..models import SigningKey
 from .lifecycle import max_token_lifetime
 
 State = SigningKey.State
-
-
-def _b64url_decode(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def published_keys(now: datetime | None = None) -> QuerySet[SigningKey]:
@@ -31,7 +26,9 @@ def published_keys(now: datetime | None = None) -> QuerySet[SigningKey]:
 
 
 def signing_key_public(key: SigningKey) -> Ed25519PublicKey:
-    return Ed25519PublicKey.from_public_bytes(_b64url_decode(key.public_key))
+    return Ed25519PublicKey.from_public_bytes(
+        b64url_decode(key.public_key, "the stored public key")
+    )
 
 
 def jwks_document(now: datetime | None = None) -> dict:

@@ -2,12 +2,13 @@ import json
 
 from django.core.management.base import BaseCommand
 
+from guard.utc import isoformat_z
 from plans.keys import published_keys
 from plans.models import SigningKey
 
 
 def _iso(value) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
+    return isoformat_z(value) if value else None
 
 
 class Command(BaseCommand):

@@ -37,7 +37,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from guard.decisions import (
@@ -59,6 +59,7 @@ from guard.decisions import (
 )
 from guard.errors import DocumentInvalid, FieldError
 from guard.policy import MAX_RULES
+from guard.utc import isoformat_z
 
 __all__ = [
     "DISPLAY_UPDATE_KEYS",
@@ -73,26 +74,171 @@ __all__ = [
     "RuleRef",
     "display_update_json",
     "event_batch_json",
+    "event_batch_json_schema",
     "guard_event_json",
     "plan_end_json",
     "timestamp",
     "validate_event_batch",
 ]
 
-EVENT_BATCH_KEYS = frozenset({"stream", "seq", "lost", "events", "displayUpdates", "end"})
-EVENT_KEYS = frozenset(
-    {"at", "tool", "decision", "step", "reason", "rule", "policyVersion", "argsDigest", "args"}
-)
-RULE_KEYS = frozenset({"index", "description"})
-END_KEYS = frozenset({"outcome", "reason"})
-DISPLAY_UPDATE_KEYS = frozenset({"at", "message"})
-_REQUIRED_EVENT_KEYS = ("at", "tool", "decision")
-_REQUIRED_EVENT_KEY_SET = frozenset(_REQUIRED_EVENT_KEYS)
-_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+# A SHA-256 in lowercase hex, or "" when the arguments were not JSON.
+ARGS_DIGEST_PATTERN = r"^(?:[0-9a-f]{64})?$"
+_DIGEST = re.compile(ARGS_DIGEST_PATTERN)
 STREAM_ID_PATTERN = rf"^[A-Za-z0-9_-]{{{MIN_STREAM_ID_LENGTH},{MAX_STREAM_ID_LENGTH}}}$"
 _STREAM_ID = re.compile(STREAM_ID_PATTERN)
 # Far longer than any RFC 3339 date-time; keeps fromisoformat away from long garbage.
 _MAX_TIME_LENGTH = 40
+
+
+# --- declaring (the schema) -------------------------------------------------------------
+
+
+def event_batch_json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the batch, from the constants `validate_event_batch`
+    checks; the OpenAPI description of ``POST /v1/plans/{id}/events`` is derived from it.
+
+    `validate_event_batch` remains the authority; what JSON Schema does not say here: an
+    event's step indexes the plan's steps, a date-time is ISO 8601 with a time zone, a
+    display update's message is at most MAX_DISPLAY_UPDATE_BYTES of compact JSON, integers
+    written as 1.0 are refused, and null stands for an absent ``stream``, ``seq``,
+    ``events`` or ``displayUpdates``.
+    """
+    time = {"type": "string", "format": "date-time", "maxLength": _MAX_TIME_LENGTH}
+    rule = {
+        "type": ["object", "null"],
+        "description": "the policy rule that decided; left out when the policy was not consulted",
+        "properties": {
+            "index": {
+                "type": ["integer", "null"],
+                "minimum": 0,
+                "maximum": MAX_RULES - 1,
+                "description": "index into the policy's `rules`, from 0; null: the policy default",
+            },
+            "description": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_EVENT_RULE_DESCRIPTION_LENGTH,
+            },
+        },
+        "required": ["description"],
+        "additionalProperties": False,
+    }
+    event = {
+        "type": "object",
+        "description": "One decision of the guard.",
+        "properties": {
+            "at": time,
+            "tool": {"type": "string", "minLength": 1, "maxLength": MAX_EVENT_TOOL_LENGTH},
+            "decision": {"type": "string", "enum": [code.value for code in Decision]},
+            "step": {
+                "type": ["integer", "null"],
+                "minimum": 0,
+                "description": "index into the plan's `steps`, from 0 (texts for people count"
+                " from 1); an allowed call names the step it counts against",
+            },
+            "reason": {"type": "string", "maxLength": MAX_EVENT_REASON_LENGTH},
+            "rule": rule,
+            "policyVersion": {
+                "type": ["integer", "null"],
+                "minimum": 1,
+                "description": "the policy version the token in force carried",
+            },
+            "argsDigest": {
+                "type": "string",
+                "pattern": ARGS_DIGEST_PATTERN,
+                "description": "SHA-256 of the call's arguments, lowercase hex; empty when"
+                " they were not JSON",
+            },
+            "args": {"type": "object", "description": "the call's arguments, when reported"},
+        },
+        "required": ["at", "tool", "decision"],
+        "additionalProperties": False,
+        "if": {"properties": {"decision": {"const": Decision.ALLOWED.value}}},
+        "then": {"required": ["step"], "properties": {"step": {"type": "integer"}}},
+    }
+    display_update = {
+        "type": "object",
+        "description": "One ACP message the guard showed to the user.",
+        "properties": {
+            "at": time,
+            "message": {"type": "object", "description": "ACP session/update params"},
+        },
+        "required": ["message"],
+        "additionalProperties": False,
+    }
+    end = {
+        "type": "object",
+        "description": "the agent ended the plan",
+        "properties": {
+            "outcome": {
+                "type": "string",
+                "enum": [outcome.value for outcome in PlanOutcome],
+                "description": "completed: every required step ran; ended: before that;"
+                " token_refused: the guard refused the token it was given",
+            },
+            "reason": {"type": "string", "maxLength": MAX_END_REASON_LENGTH},
+        },
+        "required": ["outcome"],
+        "additionalProperties": False,
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Plangate event batch",
+        "description": (
+            "Guard decisions and the ACP plan updates shown to the user, posted by the"
+            " guard's reporter. A batch carries at least one event, display update, lost"
+            " decision or end."
+        ),
+        "type": "object",
+        "properties": {
+            "stream": {
+                "type": "string",
+                "pattern": STREAM_ID_PATTERN,
+                "description": "the reporter's random stream id; with `seq`, a batch is"
+                " stored once",
+            },
+            "seq": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_BATCH_SEQUENCE,
+                "description": "the batch's number in its stream for this plan: 1, 2, 3...",
+            },
+            "lost": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": MAX_LOST_PER_BATCH,
+                "description": "decisions of this plan the guard could not deliver since"
+                " its last batch",
+            },
+            "events": {"type": "array", "maxItems": MAX_EVENTS_PER_BATCH, "items": event},
+            "displayUpdates": {
+                "type": "array",
+                "maxItems": MAX_DISPLAY_UPDATES_PER_BATCH,
+                "items": display_update,
+            },
+            "end": end,
+        },
+        "additionalProperties": False,
+        "dependentRequired": {"stream": ["seq"], "seq": ["stream"]},
+        "anyOf": [
+            {"required": ["events"], "properties": {"events": {"minItems": 1}}},
+            {"required": ["displayUpdates"], "properties": {"displayUpdates": {"minItems": 1}}},
+            {"required": ["lost"], "properties": {"lost": {"minimum": 1}}},
+            {"required": ["end"]},
+        ],
+    }
+
+
+# The keys the validator knows, read from the one declaration of the shape.
+_SCHEMA = event_batch_json_schema()
+_EVENT_SCHEMA = _SCHEMA["properties"]["events"]["items"]
+EVENT_BATCH_KEYS = frozenset(_SCHEMA["properties"])
+EVENT_KEYS = frozenset(_EVENT_SCHEMA["properties"])
+RULE_KEYS = frozenset(_EVENT_SCHEMA["properties"]["rule"]["properties"])
+END_KEYS = frozenset(_SCHEMA["properties"]["end"]["properties"])
+DISPLAY_UPDATE_KEYS = frozenset(_SCHEMA["properties"]["displayUpdates"]["items"]["properties"])
+_REQUIRED_EVENT_KEYS: tuple[str, ...] = tuple(_EVENT_SCHEMA["required"])
+_REQUIRED_EVENT_KEY_SET = frozenset(_REQUIRED_EVENT_KEYS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +294,7 @@ class EventBatch:
 
 def timestamp(at: float) -> str:
     """A Unix time as RFC 3339 in UTC with microseconds: ``2026-11-30T09:00:00.250000Z``."""
-    return datetime.fromtimestamp(at, tz=UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+    return isoformat_z(at, timespec="microseconds")
 
 
 def guard_event_json(
@@ -439,7 +585,7 @@ def _event(
             )
         )
     digest = event.get("argsDigest", "")
-    if not isinstance(digest, str) or (digest and not _DIGEST.match(digest)):
+    if not isinstance(digest, str) or not _DIGEST.match(digest):
         errors.append(FieldError(f"{path}.argsDigest", "expected a lowercase hex SHA-256"))
     if "args" in event and not isinstance(event["args"], dict):
         errors.append(FieldError(f"{path}.args", "expected an object"))

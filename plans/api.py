@@ -1,30 +1,28 @@
 """REST API v1 for agents: declare, refresh and read plans; publish the JWKS.
 
 The views parse (plans.serializers), call one service and render (plans.serializers); the rest
-of what the schema documents (event batch, examples, JWKS) is in ``plans.api_schema``.
+of what the schema documents (refusals, examples, JWKS) is in ``plans.api_schema``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Set as AbstractSet
+from collections.abc import Iterable
 from typing import ClassVar
 
 from django.conf import settings
 from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from audit.models import AuditRecord
-from guard.errors import FieldError
-from guard.events import EVENT_BATCH_KEYS
-from kernel.problems import Code, DomainError, to_domain_error
+from kernel.problems import Code, to_domain_error
 from members.authentication import (
     ApiKeyAuthentication,
     ApiKeyRateThrottle,
@@ -35,12 +33,12 @@ from members.models import Agent, ApiKey
 from members.services import agent_require_active, api_key_touch
 
 from .api_schema import (
-    PROBLEM,
-    EventBatchSerializer,
+    TOKEN_REFUSALS,
     event_batch_accepted_response,
     jwks_not_modified_response,
     jwks_response,
     plan_declaration_example,
+    refusals,
 )
 from .approval_tokens import plan_approved_token_issue
 from .approvals import ApprovalRequested
@@ -55,6 +53,7 @@ from .records import (
 )
 from .serializers import (
     ApprovalRequestedSerializer,
+    EventBatchSerializer,
     IntentTokenSerializer,
     PlanDeclarationSerializer,
     PlanDetailSerializer,
@@ -69,56 +68,34 @@ from .services import (
 )
 
 
-def parse_body(request: Request, *, required: AbstractSet[str], optional: AbstractSet[str]) -> dict:
-    """The JSON body as an object with exactly the allowed keys, or ``invalid_request``.
+class PlainJsonNegotiation(DefaultContentNegotiation):
+    """DRF's content negotiation, answered at once for what agents send: a request that
+    accepts anything or JSON (no ``Accept``, ``*/*`` or ``application/json``, no format
+    override) when JSON is the one renderer gets that renderer and its media type, as DRF's
+    own negotiation would answer (tests/plans/test_api_negotiation.py holds the two to one
+    answer). Every other request negotiates as DRF does."""
 
-    Unknown keys are refused rather than ignored: a misspelt field must never pass silently.
-    """
-    data = request.data
-    if not isinstance(data, dict):
-        raise DomainError(
-            "invalid_request",
-            "The body must be a JSON object.",
-            errors=[FieldError("", "expected an object")],
-        )
-    errors = [FieldError(key, "this field is required") for key in sorted(required - data.keys())]
-    errors += [
-        FieldError(key, "unknown field") for key in sorted(data.keys() - required - optional)
-    ]
-    if errors:
-        raise DomainError("invalid_request", "The request body is not valid.", errors=errors)
-    return data
-
-
-def plain_json_negotiation(
-    request: Request, renderers: list[BaseRenderer], format_kwarg: str | None
-) -> tuple[BaseRenderer, str] | None:
-    """What DRF's content negotiation answers for a request that accepts anything or JSON
-    (no ``Accept``, ``*/*`` or ``application/json``, no format override) when JSON is the
-    one renderer: that renderer and its media type. None for any other request, which
-    negotiates as DRF does (tests/plans/test_api_negotiation.py holds both to one answer)."""
-    if format_kwarg is not None or len(renderers) != 1:
-        return None
-    renderer = renderers[0]
-    accept = request.META.get("HTTP_ACCEPT", "*/*")
-    if renderer.media_type != "application/json" or accept not in ("*/*", "application/json"):
-        return None
-    override = api_settings.URL_FORMAT_OVERRIDE
-    if override and override in request._request.GET:
-        return None
-    return renderer, renderer.media_type
+    def select_renderer(
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        candidates = list(renderers)
+        if format_suffix is None and len(candidates) == 1:
+            renderer = candidates[0]
+            accept = request.META.get("HTTP_ACCEPT", "*/*")
+            override = self.settings.URL_FORMAT_OVERRIDE
+            if (
+                renderer.media_type == "application/json"
+                and accept in ("*/*", "application/json")
+                and not (override and override in request.query_params)
+            ):
+                return renderer, renderer.media_type
+        return super().select_renderer(request, candidates, format_suffix)
 
 
 class AgentAPIView(APIView):
     """An endpoint called with an API key. A successful call records the key's last use."""
 
-    def perform_content_negotiation(
-        self, request: Request, force: bool = False
-    ) -> tuple[BaseRenderer, str]:
-        negotiated = plain_json_negotiation(request, self.get_renderers(), self.format_kwarg)
-        if negotiated is not None:
-            return negotiated
-        return super().perform_content_negotiation(request, force)
+    content_negotiation_class = PlainJsonNegotiation
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         super().initial(request, *args, **kwargs)
@@ -204,11 +181,7 @@ class PlanCreateView(RecordedRefusalsView):
         responses={
             201: IntentTokenSerializer,
             202: ApprovalRequestedSerializer,
-            400: PROBLEM,
-            401: PROBLEM,
-            403: PROBLEM,
-            429: PROBLEM,
-            503: PROBLEM,
+            **refusals(400, 401, 403, 429, 503),
         },
     )
     def post(self, request: Request) -> Response:
@@ -252,14 +225,7 @@ class PlanTokenView(RecordedRefusalsView):
         request=PlanTokenRequestSerializer,
         responses={
             200: IntentTokenSerializer,
-            400: PROBLEM,
-            401: PROBLEM,
-            403: PROBLEM,
-            404: PROBLEM,
-            409: PROBLEM,
-            410: PROBLEM,
-            429: PROBLEM,
-            503: PROBLEM,
+            **TOKEN_REFUSALS,
         },
     )
     def post(self, request: Request, plan_id: str) -> Response:
@@ -286,14 +252,7 @@ class PlanRefreshView(RecordedRefusalsView):
         request=PlanRefreshSerializer,
         responses={
             200: IntentTokenSerializer,
-            400: PROBLEM,
-            401: PROBLEM,
-            403: PROBLEM,
-            404: PROBLEM,
-            409: PROBLEM,
-            410: PROBLEM,
-            429: PROBLEM,
-            503: PROBLEM,
+            **TOKEN_REFUSALS,
         },
     )
     def post(self, request: Request, plan_id: str) -> Response:
@@ -310,9 +269,7 @@ class PlanDetailView(AgentAPIView):
         summary="The calling agent's own plan: status, steps, token history",
         responses={
             200: PlanDetailSerializer,
-            401: PROBLEM,
-            403: PROBLEM,
-            404: PROBLEM,
+            **refusals(401, 403, 404),
         },
     )
     def get(self, request: Request, plan_id: str) -> Response:
@@ -348,21 +305,16 @@ class PlanEventsView(AgentAPIView):
         responses={
             202: event_batch_accepted_response,
             200: event_batch_accepted_response,
-            400: PROBLEM,
-            401: PROBLEM,
-            403: PROBLEM,
-            404: PROBLEM,
-            409: PROBLEM,
-            429: PROBLEM,
+            **refusals(400, 401, 403, 404, 409, 429),
         },
     )
     def post(self, request: Request, plan_id: str) -> Response:
-        data = parse_body(request, required=set(), optional=EVENT_BATCH_KEYS)
+        batch = EventBatchSerializer.validated(request.data)
         credential = request.auth
         recorded = plan_events_record(
             agent=request_agent(request),
             plan_id=plan_id,
-            batch=data,
+            batch=batch,
             token=credential.claims if isinstance(credential, PlanTokenCredential) else None,
         )
         return Response(

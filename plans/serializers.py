@@ -1,28 +1,27 @@
 """The bodies of the plans API, each declared once: the same serializer validates a request
 (or renders a response) and documents it in the OpenAPI schema.
 
-The plan document itself is the guard's (``guard.plan``): its field is documented with the
-guard's JSON Schema and validated by ``plans.services.plan_document_validate``, which
-answers ``invalid_plan`` with paths under ``plan``. Everything else about a body (its keys,
-their types, the ttl's bounds) is ``invalid_request``, through the problem handler's
-mapping of DRF's ValidationError.
+Every request body is a RequestBodySerializer, validated by DRF's own ``is_valid``: one
+mechanism for ``{plan, ttl}``, ``{token, ttl}``, ``{ttl}`` and the event batch. What a body
+carries for the guard is the guard's: the plan document (``guard.plan``) and the event
+batch (``guard.events``) are documented with the guard's JSON Schemas and validated by the
+services, which answer ``invalid_plan`` or ``invalid_events`` with paths under the body.
+Everything else about a body (its keys, their types, the ttl's bounds) is
+``invalid_request``, through the problem handler's mapping of DRF's ValidationError.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
-from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
-from rest_framework.fields import empty
-from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
+from guard.events import EVENT_BATCH_KEYS, event_batch_json_schema
 from guard.plan import plan_json_schema
 from guard.policy_evaluation import (
     POLICY_ARGUMENT_OVERLAPS,
@@ -32,6 +31,7 @@ from guard.policy_evaluation import (
     UNPINNED_POLICY_ARGUMENT,
     StepWarning,
 )
+from guard.utc import isoformat_z
 
 from .approvals import APPROVAL_UNAVAILABLE, ApprovalRequested, approval_queue_url
 from .models import Plan, PlanToken
@@ -40,18 +40,33 @@ from .services import IssuedToken, token_ttl_bounds
 REQUIRED = "this field is required"
 
 
-def _openapi_30(schema: object) -> object:
-    """A JSON Schema 2020-12 document as an OpenAPI 3.0 schema object: no `$schema`, `const`
-    as a one-value `enum`, no `propertyNames` (3.0 has neither)."""
+# Keywords of JSON Schema 2020-12 that OpenAPI 3.0 does not have; the guard's validators
+# enforce what they say, the descriptions tell people.
+_NOT_IN_OPENAPI_30 = frozenset(
+    {"$schema", "const", "propertyNames", "if", "then", "dependentRequired"}
+)
+
+
+def openapi_30_schema(schema: object) -> object:
+    """A JSON Schema 2020-12 document of the guard as an OpenAPI 3.0 schema object: `const`
+    as a one-value `enum`, a `[type, "null"]` pair as `nullable`, and none of the keywords
+    3.0 lacks."""
     if isinstance(schema, list):
-        return [_openapi_30(item) for item in schema]
+        return [openapi_30_schema(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    converted = {
-        key: _openapi_30(value)
-        for key, value in schema.items()
-        if key not in {"$schema", "const", "propertyNames"}
-    }
+    converted: dict[str, object] = {}
+    for key, value in schema.items():
+        if key in _NOT_IN_OPENAPI_30:
+            continue
+        if key == "properties":  # names of fields, not keywords
+            converted[key] = {name: openapi_30_schema(field) for name, field in value.items()}
+        elif key == "type" and isinstance(value, list):
+            converted[key] = next(name for name in value if name != "null")
+            if "null" in value:
+                converted["nullable"] = True
+        else:
+            converted[key] = openapi_30_schema(value)
     if "const" in schema:
         converted["enum"] = [schema["const"]]
     return converted
@@ -70,18 +85,6 @@ class StrictIntegerField(serializers.IntegerField):
             self.fail("invalid")
         return data
 
-    def accepts_unchanged(self, data: object) -> bool:
-        """Whether validating ``data`` answers it as it is (RequestBodySerializer.validated's
-        shortcut): a plain int with no bounds, or null where null is allowed."""
-        if data is None:
-            return self.allow_null
-        return type(data) is int and not self.validators
-
-
-# The checks every DRF CharField has, which StrictCharField.accepts_unchanged makes itself.
-_CHARACTER_VALIDATORS = (ProhibitNullCharactersValidator, ProhibitSurrogateCharactersValidator)
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
 
 class StrictCharField(serializers.CharField):
     """A JSON string, kept exactly as sent: not a number turned into text, not trimmed."""
@@ -96,18 +99,6 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return data
-
-    def accepts_unchanged(self, data: object) -> bool:
-        """Whether validating ``data`` answers it as it is: a string that none of the
-        field's checks (blank, length, NUL, surrogates) refuses."""
-        if type(data) is not str or not all(
-            isinstance(check, _CHARACTER_VALIDATORS) for check in self.validators
-        ):
-            return False  # a length bound, or a check of its own
-        if "\x00" in data or _SURROGATE.search(data):
-            return False
-        blank = data == "" or (self.trim_whitespace and not data.strip())
-        return self.allow_blank or not blank
 
 
 class TtlField(StrictIntegerField):
@@ -129,12 +120,6 @@ class TtlField(StrictIntegerField):
             self.fail("range", low=low, high=high)
         return ttl
 
-    def accepts_unchanged(self, data: object) -> bool:
-        if data is None:
-            return self.allow_null
-        low, high = token_ttl_bounds()
-        return type(data) is int and low <= data <= high and not self.validators
-
 
 class TtlFieldSchema(OpenApiSerializerFieldExtension):
     target_class = TtlField
@@ -149,26 +134,28 @@ class TtlFieldSchema(OpenApiSerializerFieldExtension):
         }
 
 
-# The plan schema is an object, so its conversion is one too.
-@extend_schema_field(cast(dict[str, Any], _openapi_30(plan_json_schema())))
-class PlanDocumentField(serializers.JSONField):
-    """The plan document, passed on as sent: guard.plan validates it (``invalid_plan``), a
-    null included, so that every fault of a plan is reported the same way."""
+class GuardDocumentField(serializers.Field):
+    """A document the guard validates (or a part of one), passed on as sent, null included,
+    so that every fault in it is reported by the guard's validator, the same way."""
 
     default_error_messages = {"required": REQUIRED}
 
     def validate_empty_values(self, data: object) -> tuple[bool, object]:
         if data is None:
-            return False, None
+            return True, None
         return super().validate_empty_values(data)
 
-    def accepts_unchanged(self, data: object) -> bool:
-        """Any JSON value is passed on as sent (null included); DRF's JSONField re-encodes
-        it only to learn whether it is JSON, which a parsed body always is."""
-        return type(data) in _JSON_TYPES and not self.binary and not self.validators
+    def to_internal_value(self, data: object) -> object:
+        return data
+
+    def to_representation(self, value: object) -> object:
+        return value
 
 
-_JSON_TYPES = frozenset({dict, list, str, int, float, bool, type(None)})
+# The plan schema is an object, so its conversion is one too.
+@extend_schema_field(cast(dict[str, Any], openapi_30_schema(plan_json_schema())))
+class PlanDocumentField(GuardDocumentField):
+    """The plan document: guard.plan validates it (``invalid_plan``)."""
 
 
 class RequestBodySerializer(serializers.Serializer):
@@ -194,51 +181,10 @@ class RequestBodySerializer(serializers.Serializer):
 
     @classmethod
     def validated(cls, data: object) -> dict[str, Any]:
-        """The valid body, or ValidationError (``invalid_request`` naming each bad path).
-
-        A body parsed from JSON whose every key is a declared field, with every required
-        one present and every value one its field would answer unchanged
-        (``accepts_unchanged``), is that answer: the common request skips DRF binding a
-        deep copy of every field. Anything else goes through the fields, so every refusal
-        is DRF's (tests/plans/test_request_bodies.py holds both to one answer).
-        """
-        unchanged = cls._unchanged(data)
-        if unchanged is not None:
-            return unchanged
-        return cls.validated_by_fields(data)
-
-    @classmethod
-    def validated_by_fields(cls, data: object) -> dict[str, Any]:
-        """``validated`` through DRF's fields, always."""
+        """The valid body, or ValidationError (``invalid_request`` naming each bad path)."""
         serializer = cls(data=data)
         serializer.is_valid(raise_exception=True)
         return cast(dict[str, Any], serializer.validated_data)
-
-    @classmethod
-    def _unchanged(cls, data: object) -> dict[str, Any] | None:
-        if type(data) is not dict or not cls._may_answer_unchanged():
-            return None
-        declared: dict[str, serializers.Field] = cls._declared_fields
-        for name, value in data.items():
-            field = declared.get(name)
-            accepts = getattr(field, "accepts_unchanged", None)
-            if field is None or field.read_only or field.source not in (None, name):
-                return None
-            if accepts is None or not accepts(value):
-                return None
-        for name, field in declared.items():
-            if name not in data and (field.required or field.default is not empty):
-                return None
-        return dict(data)
-
-    @classmethod
-    def _may_answer_unchanged(cls) -> bool:
-        """No validation of the serializer's own (``validate``, ``validate_<field>``) that
-        the shortcut would skip."""
-        declared = cls._declared_fields
-        return cls.validate is serializers.Serializer.validate and not any(
-            hasattr(cls, f"validate_{name}") for name in declared
-        )
 
 
 class RequestBodySchema(OpenApiSerializerExtension):
@@ -275,6 +221,27 @@ class PlanTokenRequestSerializer(RequestBodySerializer):
     ttl = TtlField()
 
 
+class EventBatchSerializer(RequestBodySerializer):
+    """A batch of guard decisions: the keys of ``guard.events``, whose validator
+    (``invalid_events``) and JSON Schema (EventBatchSchema) say the rest."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return {key: GuardDocumentField(required=False) for key in sorted(EVENT_BATCH_KEYS)}
+
+
+class EventBatchSchema(OpenApiSerializerExtension):
+    """The event batch as ``guard.events.event_batch_json_schema`` declares it."""
+
+    target_class = EventBatchSerializer
+    priority = 1  # before RequestBodySchema, which matches every body
+
+    def get_name(self, auto_schema, direction) -> str:
+        return "EventBatch"
+
+    def map_serializer(self, auto_schema, direction) -> dict:
+        return cast(dict[str, Any], openapi_30_schema(event_batch_json_schema()))
+
+
 # --- response bodies --------------------------------------------------------------------------
 
 
@@ -282,7 +249,7 @@ class UtcDateTimeField(serializers.DateTimeField):
     """An instant as RFC 3339 in UTC with a ``Z``, whatever TIME_ZONE says."""
 
     def to_representation(self, value: datetime) -> str:
-        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        return isoformat_z(value)
 
 
 # Response serializers render from the objects named in their comments. Their docstrings

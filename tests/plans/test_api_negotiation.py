@@ -1,15 +1,17 @@
-"""The agent endpoints answer the common Accept headers without DRF's negotiation, with the
-renderer and media type DRF's negotiation picks; every other request negotiates as DRF does."""
+"""The agent endpoints' negotiation (plans.api.PlainJsonNegotiation) answers the common Accept
+headers at once, with the renderer and media type DRF's negotiation picks; every other
+request negotiates as DRF does."""
 
 from __future__ import annotations
 
 import pytest
+from rest_framework.exceptions import NotAcceptable
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
-from plans.api import plain_json_negotiation
+from plans.api import AgentAPIView, PlainJsonNegotiation
 from tests.conftest import plan_document
 from tests.plans.helpers import assert_problem
 
@@ -26,7 +28,7 @@ def test_the_shortcut_answers_what_drf_negotiates(accept):
         _request(accept), renderers
     )
 
-    renderer, media_type = plain_json_negotiation(_request(accept), renderers, None)
+    renderer, media_type = PlainJsonNegotiation().select_renderer(_request(accept), renderers)
 
     assert renderer is drf_renderer and media_type == drf_media_type
 
@@ -44,7 +46,24 @@ def test_the_shortcut_answers_what_drf_negotiates(accept):
     ],
 )
 def test_any_other_request_is_left_to_drf(accept, query, format_kwarg, renderers):
-    assert plain_json_negotiation(_request(accept, query), renderers, format_kwarg) is None
+    assert _negotiated(PlainJsonNegotiation(), accept, query, format_kwarg, renderers) == (
+        _negotiated(DefaultContentNegotiation(), accept, query, format_kwarg, renderers)
+    )
+
+
+def _negotiated(negotiation, accept, query, format_kwarg, renderers):
+    """The renderer's class and the media type chosen, or the refusal."""
+    try:
+        renderer, media_type = negotiation.select_renderer(
+            _request(accept, query), renderers, format_kwarg
+        )
+    except NotAcceptable:
+        return "not acceptable"
+    return type(renderer), media_type
+
+
+def test_the_agent_endpoints_use_it():
+    assert AgentAPIView.content_negotiation_class is PlainJsonNegotiation
 
 
 def test_a_declaration_accepting_only_html_is_still_refused(agent):

@@ -34,11 +34,13 @@ bench: $(READY)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 # mypy checks the guard strictly and the Django apps in its default mode, with the
-# django-stubs and DRF plugins (settings in pyproject.toml).
+# django-stubs and DRF plugins (settings in pyproject.toml); lint-imports holds the apps to
+# their layers and the guard to no Django (pyproject.toml [tool.importlinter]).
 lint: $(READY)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy guard members policies plans audit kernel notify controlplane
+	$(BIN)/mypy guard teams members policies plans audit kernel notify rehearsal controlplane
+	$(BIN)/lint-imports
 
 # The documentation site (mkdocs.yml) into site/; --strict: a broken link or a moved example
 # fails the build. NO_MKDOCS_2_WARNING silences the theme's banner about its successor.

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "plans",
     "audit",
     "notify",
+    "rehearsal",
 ]
 
 MIDDLEWARE = [

@@ -5,13 +5,16 @@ Validation never raises on garbage: every helper appends FieldErrors and returns
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Iterable, Mapping
 from typing import TypeGuard
 
 from guard.errors import FieldError
+
+# The paths are public in guard.errors (kernel.parsers uses them too); the validators here
+# import them from this module as before.
+from guard.errors import index_path as index_path
+from guard.errors import key_path as key_path
 
 # RFC 8785 (and I-JSON) only promise integers that a double represents exactly.
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -21,21 +24,6 @@ MAX_SAFE_INTEGER = 2**53 - 1
 # far from Python's recursion limit.
 MAX_LITERAL_DEPTH = 32
 MAX_LITERAL_NODES = 10_000
-
-_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-
-
-def key_path(parent: str, key: object) -> str:
-    """Path of `key` inside the object at `parent` (``steps[0].args.repo``)."""
-    if isinstance(key, str) and _PLAIN_NAME.fullmatch(key):
-        return f"{parent}.{key}" if parent else key
-    # json.dumps escapes quotes, control characters and lone surrogates.
-    text = json.dumps(key) if isinstance(key, str) else repr(key)
-    return f"{parent}[{text}]"
-
-
-def index_path(parent: str, index: int) -> str:
-    return f"{parent}[{index}]"
 
 
 def type_name(value: object) -> str:

@@ -3,14 +3,39 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["DocumentInvalid", "FieldError", "TokenInvalid", "WrongIssuer"]
+__all__ = [
+    "DocumentInvalid",
+    "FieldError",
+    "TokenInvalid",
+    "WrongIssuer",
+    "index_path",
+    "key_path",
+]
 
 # Keeps str(DocumentInvalid) readable when garbage produces thousands of errors; the full
 # list is always on `.errors`.
 _MAX_ERRORS_IN_MESSAGE = 20
+
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+def key_path(parent: str, key: object) -> str:
+    """The path of `key` inside the object at `parent`, as a FieldError's `path` writes it:
+    ``steps[0].args.repo``, or ``args["a.b"]`` for a name that is not a plain identifier."""
+    if isinstance(key, str) and _PLAIN_NAME.fullmatch(key):
+        return f"{parent}.{key}" if parent else key
+    # json.dumps escapes quotes, control characters and lone surrogates.
+    text = json.dumps(key) if isinstance(key, str) else repr(key)
+    return f"{parent}[{text}]"
+
+
+def index_path(parent: str, index: int) -> str:
+    """The path of item `index` of the array at `parent` (``steps[3]``)."""
+    return f"{parent}[{index}]"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What issuance would answer to a plan, and what the guard would answer to a call under it,
 without a control plane, a token or a network: the one home of the policy simulator
-(``policies.simulator``, in the control plane's admin) and of ``plangate check`` and
+(``rehearsal.simulator``, in the control plane's admin) and of ``plangate check`` and
 ``plangate test`` (guard.cli).
 
 * A plan: the checks issuance itself runs on a validated plan and policy for a member's

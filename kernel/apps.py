@@ -3,7 +3,7 @@ from django.apps import AppConfig
 
 class KernelConfig(AppConfig):
     """What every Plangate app shares: problem+json, parsers, middleware, the admin base,
-    rate limits. A leaf: it imports no Plangate app (tests/kernel/test_kernel_imports.py)."""
+    rate limits. A leaf: it imports no Plangate app (`make lint` checks it: lint-imports)."""
 
     name = "kernel"
     verbose_name = "Plangate kernel"

@@ -16,8 +16,7 @@ from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 from rest_framework.utils import json
 
-from guard._document import index_path, key_path  # the paths the guard's errors use
-from guard.errors import FieldError
+from guard.errors import FieldError, index_path, key_path  # the paths the guard's errors use
 from kernel.problems import DomainError
 
 

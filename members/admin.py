@@ -1,8 +1,9 @@
-"""Admin for the team: teams, members, roles and groups, and Django's users and permission
-groups with their changes recorded in the activity log.
+"""Admin for the team: teams and members, and Django's users and permission groups with
+their changes recorded in the activity log.
 
-Agents and their API keys are in ``members.admin_agents``, imported here so autodiscovery
-registers them.
+Agents and their API keys, roles and groups are registered by ``policies`` (its
+``admin_agents`` and ``admin_references``): their pages show the policies that name them,
+and ``members`` does not import ``policies`` (docs/decisions/0062).
 """
 
 from __future__ import annotations
@@ -25,10 +26,8 @@ from audit.admin_changes import RecordedChangesAdmin
 from kernel.admin_base import PlangateModelAdmin
 from kernel.admin_forms import ServiceSavedAdmin
 from kernel.admin_widgets import admin_link, datetime_column
-from teams.models import REVOCATION_BOUND_DEFAULT, Group, Role, Team, running_agents_stop_within
+from teams.models import REVOCATION_BOUND_DEFAULT, Team, running_agents_stop_within
 
-from . import admin_agents  # noqa: F401  (registers AgentAdmin, ApiKeyAdmin)
-from .admin_references import PolicyReferencesAdmin
 from .forms import MemberForm
 from .models import Member
 from .services import member_disable
@@ -252,22 +251,6 @@ class MembersShownAdmin(RecordedChangesAdmin, PlangateModelAdmin):
     @admin.display(description="members")
     def member_list(self, obj) -> str:
         return _members_summary(obj.members.all(), f"{self.member_filter}={obj.pk}")
-
-
-@admin.register(Role)
-class RoleAdmin(PolicyReferencesAdmin, MembersShownAdmin):
-    member_filter = "role__id__exact"
-    reference_field = "roles"
-    reference_noun = "role"
-    members_phrase = "with this role"
-
-
-@admin.register(Group)
-class GroupAdmin(PolicyReferencesAdmin, MembersShownAdmin):
-    member_filter = "groups__id__exact"
-    reference_field = "groups"
-    reference_noun = "group"
-    members_phrase = "in this group"
 
 
 # --- Django's users and permission groups --------------------------------------------------

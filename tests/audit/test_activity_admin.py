@@ -250,7 +250,7 @@ def test_a_policy_published_in_the_admin_names_the_admin_the_version_and_the_com
             "document": json.dumps(document),
             "comment": "open by default",
             "base_version": policy_version.number,
-            # "Publish" on the page showing this document's impact (see policies.admin_preview)
+            # "Publish" on the page showing this document's impact (see rehearsal.admin_preview)
             "publish_confirmed": policy_hash(validate_policy(document)),
         },
     )

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from guard.cli import main
 from policies.services import policy_set
-from policies.simulator import simulate_call
+from rehearsal.simulator import simulate_call
 
 from .strategies import policies
 

@@ -14,9 +14,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from kernel.problems import Code, DomainError
-from members.management.commands.seed_demo import DEMO_POLICY
 from members.models import Agent, ApiKey, Member
 from members.services import api_key_authenticate, member_disable
+from policies.management.commands.seed_demo import DEMO_POLICY
 from policies.models import Policy
 from policies.selectors import policy_active_version
 from policies.services import policy_version_publish

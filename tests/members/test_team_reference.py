@@ -1,4 +1,4 @@
-"""Every command's ``--team`` takes a team's name as well as its slug (members.selectors):
+"""Every command's ``--team`` takes a team's name as well as its slug (teams.selectors):
 the slug first, then the one team with that name in any case; a name several teams share
 is refused with their slugs, and a name no team has never makes a team."""
 

@@ -20,10 +20,10 @@ from guard.policy_evaluation import evaluate_plan
 from kernel.problems import Code, DomainError
 from members.services import agent_update, member_upsert
 from plans.services import plan_issue, plan_refresh, plan_revoke
-from policies import impact as impact_module
-from policies.impact import _StepVerdicts, policy_impact
 from policies.models import PolicyVersion
 from policies.services import policy_set, policy_version_publish
+from rehearsal import impact as impact_module
+from rehearsal.impact import _StepVerdicts, policy_impact
 from tests.conftest import POLICY, plan_document
 from tests.policies.impact_helpers import MAIL_PLAN_STEPS, issue, mail_plan, no_mail
 

@@ -15,8 +15,8 @@ from django.urls import reverse
 from guard.policy_evaluation import POLICY_ARGUMENT_OVERLAPS, POLICY_DENY_OVERLAPS
 from kernel.problems import Code, DomainError
 from plans.services import plan_issue, plan_refresh
-from policies.impact import policy_impact
 from policies.services import policy_set, policy_version_publish
+from rehearsal.impact import policy_impact
 from tests.conftest import POLICY, plan_document
 from tests.policies.impact_helpers import issue
 

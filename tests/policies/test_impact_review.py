@@ -12,8 +12,8 @@ from kernel.problems import Code, DomainError
 from plans.approvals import plan_approval_decide
 from plans.models import Plan
 from plans.services import plan_issue, plan_refresh
-from policies.impact import policy_impact
 from policies.services import policy_version_publish
+from rehearsal.impact import policy_impact
 from tests.conftest import POLICY, plan_document
 from tests.plans.approval_helpers import approver_for
 from tests.policies.impact_helpers import MAIL_PLAN_STEPS, issue, mail_plan

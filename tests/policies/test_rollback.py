@@ -6,9 +6,9 @@ from __future__ import annotations
 from django.urls import reverse
 
 from audit.models import AuditRecord
-from policies.impact import policy_impact
 from policies.models import PolicyVersion
 from policies.services import policy_set, policy_version_republish
+from rehearsal.impact import policy_impact
 from tests.admin.conftest import logged_in
 from tests.conftest import POLICY
 from tests.policies.impact_helpers import mail_plan, no_mail

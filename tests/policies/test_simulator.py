@@ -20,7 +20,7 @@ from guard.agent import Guard, GuardError
 from kernel.problems import Code, DomainError
 from plans.models import Plan
 from policies.services import policy_set
-from policies.simulator import simulate_call, simulate_plan
+from rehearsal.simulator import simulate_call, simulate_plan
 from tests.conftest import PLAN, POLICY, plan_document
 from tests.policies.impact_helpers import MAIL_PLAN_STEPS, no_mail
 

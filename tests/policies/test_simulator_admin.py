@@ -1,4 +1,4 @@
-"""The simulator's admin page: the answers of policies.simulator, team-scoped, bad input shown
+"""The simulator's admin page: the answers of rehearsal.simulator, team-scoped, bad input shown
 as form errors with paths (never a 500), nothing written."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from audit.models import AuditRecord
 from plans.models import Plan
-from policies.simulator import simulate_call
+from rehearsal.simulator import simulate_call
 from tests.admin.conftest import logged_in
 from tests.conftest import PLAN
 

@@ -16,7 +16,7 @@ from django.urls import reverse
 from audit.models import AuditRecord
 from plans.models import Plan
 from policies.models import PolicyVersion
-from policies.simulator import policy_draft, simulate_call, simulate_plan
+from rehearsal.simulator import policy_draft, simulate_call, simulate_plan
 from tests.admin.conftest import logged_in
 from tests.conftest import PLAN, POLICY
 from tests.policies.impact_helpers import MAIL_PLAN_STEPS, mail_plan, no_mail

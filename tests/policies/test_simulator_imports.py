@@ -15,7 +15,7 @@ def test_the_server_with_its_simulator_loads_no_http_client():
     code = (
         "import django, sys\n"
         "django.setup()\n"
-        "import controlplane.urls, policies.simulator, policies.admin, plans.api\n"
+        "import controlplane.urls, rehearsal.simulator, rehearsal.admin, plans.api\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'httpx'"
         " or m in ('guard.agent.http', 'guard.agent.guard'))\n"
         "assert not loaded, loaded\n"

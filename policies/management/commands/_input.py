@@ -40,7 +40,7 @@ def parse_json(text: str, what: str) -> object:
 
 
 def team_named(reference: str) -> Team:
-    """The team ``--team`` names by its slug or its name (members.selectors)."""
+    """The team ``--team`` names by its slug or its name (teams.selectors)."""
     try:
         return team_require(reference)
     except DomainError as exc:

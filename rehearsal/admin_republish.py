@@ -17,13 +17,13 @@ from django.urls import reverse
 
 from kernel.admin_actions import action_form, confirm_action, redirect_after_action
 from kernel.problems import DomainError
+from policies.models import PolicyVersion
+from policies.references import policy_reference_warnings
+from policies.selectors import policy_active_version
+from policies.services import policy_version_republish
 
 from .admin_preview import impact_context
 from .impact import policy_impact
-from .models import PolicyVersion
-from .references import policy_reference_warnings
-from .selectors import policy_active_version
-from .services import policy_version_republish
 
 
 class RepublishForm(forms.Form):

@@ -1,5 +1,5 @@
 """The simulator's page: a policy version tried against a plan for a member, and optionally
-one call under it (``policies.simulator``). Linked from a version's page and from the
+one call under it (``rehearsal.simulator``). Linked from a version's page and from the
 policy's. It writes nothing, so whoever may view the version may use it; the version and
 the members offered are the user's teams' only (the admin's scoping).
 
@@ -26,11 +26,11 @@ from django.utils.html import format_html
 from kernel.json_format import readable_json
 from kernel.problems import DomainError
 from members.models import Member
+from policies.models import Policy, PolicyVersion
+from policies.references import policy_rule_findings
+from policies.selectors import policy_active_version
 
 from .admin_preview import document_diff_html, rules_table_html
-from .models import Policy, PolicyVersion
-from .references import policy_rule_findings
-from .selectors import policy_active_version
 from .simulator import (
     CallSimulation,
     PlanSimulation,

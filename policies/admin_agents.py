@@ -1,8 +1,9 @@
 """Admin for agents and their API keys.
 
 An API key is created only through ``api_key_create`` and its plaintext is shown once, on
-the page answering the form that created it; nothing stores or logs it. ``members.admin``
-imports this module, so admin autodiscovery registers it.
+the page answering the form that created it; nothing stores or logs it. ``policies.admin``
+imports this module, so admin autodiscovery registers it; it lives in ``policies`` because
+an agent's page shows its policy's active version (docs/decisions/0062).
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ from kernel.admin_credentials import RevocableCredentialAdmin
 from kernel.admin_forms import ServiceSavedAdmin
 from kernel.admin_secrets import shown_once_view
 from kernel.admin_widgets import datetime_column
-from policies.models import ActiveVersionAnnotations, active_version_annotations
+from members.forms import AgentForm
+from members.models import Agent, ApiKey, ApiKeyQuerySet
+from members.services import api_key_create, api_key_revoke
 from teams.models import running_agents_stop_within
 
-from .forms import AgentForm
-from .models import Agent, ApiKey, ApiKeyQuerySet
-from .services import api_key_create, api_key_revoke
+from .models import ActiveVersionAnnotations, active_version_annotations
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations

@@ -38,10 +38,9 @@ from guard.policy_evaluation import StepDenial, StepWarning, evaluate_plan, plan
 from guard.policy_review import plan_reviews
 from members.models import Member
 from plans.models import Plan
-
-from .models import Policy
-from .selectors import policy_active_version
-from .services import policy_document_validate
+from policies.models import Policy
+from policies.selectors import policy_active_version
+from policies.services import policy_document_validate
 
 #: plans read per query while checking
 CHUNK_SIZE: Final = 1000

@@ -6,10 +6,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from kernel.problems import DomainError
 from members.services import DEFAULT_TEAM_SLUG
-from policies.impact import DEFAULT_LISTED, PolicyImpact, policy_impact
+from policies.management.commands._input import policy_named, read_json, refused, team_named
 from policies.services import policy_document_validate
-
-from ._input import policy_named, read_json, refused, team_named
+from rehearsal.impact import DEFAULT_LISTED, PolicyImpact, policy_impact
 
 #: the exit status with --fail-on-impact when some live plan would be refused
 IMPACT_FOUND = 1

@@ -12,12 +12,12 @@ from django.utils.html import format_html, format_html_join
 from kernel.admin_base import PlangateModelAdmin, ReadOnlyPermissions
 from kernel.admin_widgets import admin_link, datetime_column
 from kernel.json_format import readable_json
+from policies.models import PolicyVersion
+from policies.selectors import policy_active_version
 
 from .admin_preview import document_diff_html, rules_table_html
 from .admin_republish import RepublishActionMixin
 from .admin_simulator import SimulatorMixin, simulator_link
-from .models import PolicyVersion
-from .selectors import policy_active_version
 
 
 @admin.register(PolicyVersion)

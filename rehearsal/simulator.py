@@ -40,11 +40,11 @@ from guard.policy_review import StepReview
 from kernel.problems import DomainError
 from members.models import Member
 from plans.services import plan_document_validate
+from policies.models import Policy, PolicyVersion
+from policies.selectors import policy_active_version
+from policies.services import policy_document_validate
 
 from .impact import RefusedStep, member_role_and_groups
-from .models import Policy, PolicyVersion
-from .selectors import policy_active_version
-from .services import policy_document_validate
 
 __all__ = [
     "ALLOWED",

@@ -22,7 +22,10 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from policies.references import RuleReference, ScopeField, policy_rules_naming
+from members.admin import MembersShownAdmin
+from teams.models import Group, Role
+
+from .references import RuleReference, ScopeField, policy_rules_naming
 
 #: the POST key the confirmation page adds: the admin confirmed the rename
 RENAME_CONFIRMED = "_rename_confirmed"
@@ -225,3 +228,19 @@ class PolicyReferencesAdmin(admin.ModelAdmin):
             )
             actions["delete_selected"] = (delete_selected_listing_rules, name, description)
         return actions
+
+
+@admin.register(Role)
+class RoleAdmin(PolicyReferencesAdmin, MembersShownAdmin):
+    member_filter = "role__id__exact"
+    reference_field = "roles"
+    reference_noun = "role"
+    members_phrase = "with this role"
+
+
+@admin.register(Group)
+class GroupAdmin(PolicyReferencesAdmin, MembersShownAdmin):
+    member_filter = "groups__id__exact"
+    reference_field = "groups"
+    reference_noun = "group"
+    members_phrase = "in this group"

@@ -6,11 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from kernel.problems import DomainError
 from members.services import DEFAULT_TEAM_SLUG
-from policies.models import PolicyVersion
-from policies.selectors import policy_active_version
-from policies.simulator import simulate_call, simulate_plan
-
-from ._input import (
+from policies.management.commands._input import (
     USAGE_ERROR,
     member_named,
     parse_json,
@@ -19,6 +15,9 @@ from ._input import (
     refused,
     team_named,
 )
+from policies.models import PolicyVersion
+from policies.selectors import policy_active_version
+from rehearsal.simulator import simulate_call, simulate_plan
 
 #: the exit status when the plan (or the call) would not be allowed
 REFUSED = 1

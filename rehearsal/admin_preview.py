@@ -1,5 +1,5 @@
 """The page between saving a policy and publishing it: what the new version would refuse
-among the team's live plans (``policies.impact``), with "Publish" and "Cancel".
+among the team's live plans (``rehearsal.impact``), with "Publish" and "Cancel".
 
 Its middle (``impact_context`` and ``admin/policies/includes/impact.html``: the plans, the
 rules that can never take effect, the names the team lacks, the diff) is also what "Publish
@@ -23,10 +23,10 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from kernel.json_format import readable_json
+from policies.models import PolicyVersion
+from policies.references import policy_reference_warnings, policy_rule_findings
 
 from .impact import AffectedPlan, PolicyImpact, WarnedPlan
-from .models import PolicyVersion
-from .references import policy_reference_warnings, policy_rule_findings
 
 if TYPE_CHECKING:
     from .admin import PolicyForm

@@ -151,9 +151,7 @@ def test_roles_the_admin_saves_itself_are_recorded_created_renamed_and_deleted(t
         reverse("admin:teams_role_change", args=[role.pk]),
         {"name": "site-reliability", "description": "on call"},
     )
-    deleted = tessa_client.post(
-        reverse("admin:teams_role_delete", args=[role.pk]), {"post": "yes"}
-    )
+    deleted = tessa_client.post(reverse("admin:teams_role_delete", args=[role.pk]), {"post": "yes"})
     assert deleted.status_code == 302
     assert not Role.objects.filter(pk=role.pk).exists()
 

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 READY := $(VENV)/.ready
 
-.PHONY: run test check bench lint format setup clean docs
+.PHONY: run test check bench lint format setup clean docs check-next-django
 
 $(READY): requirements.txt requirements-dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Plangate needs Python 3.11 or newer")'
@@ -30,6 +30,32 @@ check: $(READY)
 	HYPOTHESIS_PROFILE=dev $(BIN)/python -m pytest -m "$(QUICK_MARKERS)" -x -q \
 		-p no:cacheprovider --ignore=tests/api_fuzz $(PYTEST_ARGS)
 
+# The next Django: the quick suite under Django 6.1 (requirements-next.txt) in .venv-next, so
+# an upgrade is known to work before it is made; the install stays on 5.2 LTS. Django 6 needs
+# Python 3.12 or newer: PYTHON_NEXT names one, else the first that runs of python3.13 and
+# python3.12 on PATH, then pyenv's 3.12 and 3.13.
+PYTHON_NEXT ?= $(shell for candidate in python3.13 python3.12 \
+	$(wildcard $(HOME)/.pyenv/versions/3.1[23]*/bin/python); do \
+	"$$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null \
+	&& { command -v "$$candidate"; break; }; done)
+VENV_NEXT := .venv-next
+READY_NEXT := $(VENV_NEXT)/.ready
+
+$(READY_NEXT): requirements.txt requirements-dev.txt requirements-next.txt
+	@test -n "$(PYTHON_NEXT)" || { echo "check-next-django: Django 6 needs Python 3.12 or" \
+		"newer; none runs as python3.13, python3.12 or under ~/.pyenv/versions." \
+		"Install one, or name it: make check-next-django PYTHON_NEXT=/path/to/python3.12" >&2; \
+		exit 1; }
+	$(PYTHON_NEXT) -m venv $(VENV_NEXT)
+	$(VENV_NEXT)/bin/python -m pip install -q --upgrade pip
+	$(VENV_NEXT)/bin/python -m pip install -q -r requirements-dev.txt
+	$(VENV_NEXT)/bin/python -m pip install -q -r requirements-next.txt
+	@touch $@
+
+check-next-django: $(READY_NEXT)
+	HYPOTHESIS_PROFILE=dev $(VENV_NEXT)/bin/python -m pytest -m "$(QUICK_MARKERS)" -q \
+		-p no:cacheprovider --ignore=tests/api_fuzz $(PYTEST_ARGS)
+
 bench: $(READY)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
@@ -52,4 +78,4 @@ format: $(READY)
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) var site .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) $(VENV_NEXT) var site .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from kernel.row_insert import row_insert
+from kernel.sql import row_insert
 from teams.models import Team
 
 from .actors import current_actor
@@ -62,7 +62,7 @@ def record_build(
 
 def record_append(**fields: Any) -> AuditRecord:
     record = record_build(**fields)
-    # As save(force_insert=True) stores it, by a statement built once (kernel.row_insert):
+    # As save(force_insert=True) stores it, by a statement built once (kernel.sql):
     # every issuance and refresh appends one.
     row_insert(record)
     return record

@@ -20,17 +20,13 @@ anything is written, then stored in one transaction with its audit records:
 
 from __future__ import annotations
 
-import json
-import sqlite3
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from json.encoder import encode_basestring_ascii as _encode_string
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, models, transaction
+from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Least
 from django.utils import timezone
@@ -42,6 +38,7 @@ from guard.decisions import PlanOutcome
 from guard.errors import DocumentInvalid, FieldError
 from guard.events import EventBatch, GuardEvent, PlanEnd, validate_event_batch
 from kernel.problems import DomainError
+from kernel.sql import row_insert_if_new, rows_insert
 from members.models import Agent
 
 from .decided_under import TokenVersion, decided_under
@@ -111,7 +108,8 @@ def plan_events_record(
         ),
     )
     with transaction.atomic():
-        if not _batch_insert(received):
+        # One statement that inserts nothing for a batch received before (kernel.sql).
+        if not row_insert_if_new(received):
             return _duplicate(plan, valid)
         decided = [versions.decided_under(event) for event in valid.events]
         _events_insert(plan, received, valid.events, decided, keep_arguments)
@@ -350,210 +348,6 @@ def _decision_records_insert(
             for event, version_id in zip(events, decided, strict=True)
         ],
     )
-
-
-def _batch_insert(received: PlanEventBatch) -> bool:
-    """Insert the batch's row unless the same (plan, stream, seq) is stored: True when it
-    was inserted (its id set), False for a batch received before. One statement, ``INSERT
-    ... ON CONFLICT DO NOTHING RETURNING id`` (PostgreSQL, SQLite 3.35+): no savepoint to
-    set and release around an insert that may fail. A second attempt arriving while the
-    first is uncommitted waits for it on PostgreSQL, then inserts nothing."""
-    meta = received._meta
-    fields = [field for field in meta.concrete_fields if not field.primary_key]
-    quote = connection.ops.quote_name
-    values = [
-        field.get_db_prep_save(field.pre_save(received, add=True), connection) for field in fields
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {quote(meta.db_table)} "  # noqa: S608 (names from the model)
-            f"({', '.join(quote(field.column) for field in fields)}) "
-            f"VALUES ({', '.join(['%s'] * len(fields))}) "
-            f"ON CONFLICT DO NOTHING RETURNING {quote(meta.pk.column)}",
-            values,
-        )
-        row = cursor.fetchone()
-    if row is None:
-        return False
-    received.pk = row[0]
-    received._state.adding = False
-    received._state.db = connection.alias
-    return True
-
-
-def rows_insert(
-    template: models.Model, varying: Sequence[str], rows: Sequence[Sequence[Any]]
-) -> None:
-    """Insert one row per item of ``rows``: a copy of ``template`` whose ``varying`` fields
-    hold the item's values (in that order), in one statement.
-
-    What ``bulk_create`` stores, at a fraction of its cost for hundreds of rows: the
-    template's values are prepared once by the ORM's own fields (defaults and
-    ``auto_now_add`` included), and of the varying values only dates and JSON need
-    converting (tests/plans/test_plan_events_insert.py holds it to ``bulk_create``'s
-    answer). The varying columns come first in the statement's column list, so a row is
-    its converted values followed by the template's, with no per-column lookup. Sends no
-    signals and sets no primary keys on anything, as nothing here reads them.
-    """
-    if not rows:
-        return
-    meta = template._meta
-    by_name = {field.name: field for field in meta.concrete_fields if not field.primary_key}
-    varying_fields = [by_name[name] for name in varying]
-    fixed_fields = [field for name, field in by_name.items() if name not in set(varying)]
-    fixed = tuple(
-        field.get_db_prep_save(field.pre_save(template, add=True), connection)
-        for field in fixed_fields
-    )
-    conversions = [
-        (index, convert)
-        for index, convert in enumerate(map(_converter, varying_fields))
-        if convert is not None
-    ]
-    quote = connection.ops.quote_name
-    table = quote(meta.db_table)
-    columns = ", ".join(quote(field.column) for field in varying_fields + fixed_fields)
-
-    def values(row: Sequence[Any]) -> tuple[Any, ...]:
-        converted = list(row)
-        for index, convert in conversions:
-            converted[index] = convert(converted[index])
-        converted.extend(fixed)
-        return tuple(converted)
-
-    prepared = [values(row) for row in rows]
-    if connection.vendor == "postgresql":
-        _copy_rows(f"COPY {table} ({columns}) FROM STDIN", prepared)
-        return
-    _sqlite_insert(f"INSERT INTO {table} ({columns}) VALUES ", prepared)  # noqa: S608 (names from the model)
-
-
-#: Parameters per statement: under SQLite's smallest default limit since 3.32 (32,766); a
-#: batch of 500 events is one statement.
-_MAX_STATEMENT_PARAMETERS = 32_000
-
-
-def _sqlite_insert(head: str, rows: list[tuple[Any, ...]]) -> None:
-    """SQLite: the rows through one multi-row ``INSERT ... VALUES (?, ...), ...`` (per
-    32,000 parameters), handed to the sqlite3 driver as it is. Django's cursor would first
-    turn each of the statement's thousands of ``%s`` into ``?`` with a regular expression,
-    at every batch; ``executemany`` avoids that but runs SQLite's statement once per row,
-    which costs SQLite twice the time of one multi-row statement. The driver keeps the
-    statement prepared while its text (the batch's size) repeats. Errors become Django's,
-    and the statement is logged as Django logs its own, so query counts see it."""
-    width = len(rows[0])
-    one_row = "(" + ", ".join(["?"] * width) + ")"
-    per_statement = max(1, _MAX_STATEMENT_PARAMETERS // width)
-    started = time.monotonic()
-    connection.validate_no_broken_transaction()
-    with connection.cursor() as cursor, connection.wrap_database_errors:
-        for start in range(0, len(rows), per_statement):
-            chunk = rows[start : start + per_statement]
-            sqlite3.Cursor.execute(
-                cursor.cursor,
-                head + ", ".join([one_row] * len(chunk)),
-                [value for row in chunk for value in row],
-            )
-    if connection.queries_logged:
-        connection.queries_log.append(
-            {"sql": f"{head}(...) -- {len(rows)} rows", "time": f"{time.monotonic() - started:.3f}"}
-        )
-
-
-def _copy_rows(statement: str, rows: list[tuple[Any, ...]]) -> None:
-    """PostgreSQL: the rows through one ``COPY ... FROM STDIN``. Its psycopg client binds a
-    multi-row INSERT's thousands of parameters in Python, several times slower than the
-    rows it inserts; COPY writes them in its C code. Errors become Django's (a lost
-    connection is still ``database_unavailable``), and the statement is logged as Django
-    logs its own, so query counts see it."""
-    started = time.monotonic()
-    with (
-        connection.cursor() as cursor,
-        connection.wrap_database_errors,
-        cursor.cursor.copy(statement) as copy,
-    ):
-        for row in rows:
-            copy.write_row(row)
-    if connection.queries_logged:
-        connection.queries_log.append(
-            {"sql": f"{statement} -- {len(rows)} rows", "time": f"{time.monotonic() - started:.3f}"}
-        )
-
-
-def _converter(field: models.Field) -> Callable[[Any], Any] | None:
-    """How a varying value of ``field`` becomes a parameter; None: as it is (text, numbers,
-    which the guard's validation already typed)."""
-    if isinstance(field, models.DateTimeField):
-        return _datetime_converter()
-    if isinstance(field, models.JSONField):
-        # What JSONField.get_db_prep_value does for a plain value (SQL NULL for None, as
-        # the field is nullable or never given None), without its per-value checks for
-        # expressions.
-        if field.encoder is None and connection.vendor in ("sqlite", "postgresql"):
-            # The JSON text itself: SQLite stores it as json.dumps writes it, and
-            # PostgreSQL's COPY reads a jsonb column from its text.
-            return json_text_converter()
-        adapt, encoder = connection.ops.adapt_json_value, field.encoder
-        return lambda value: None if value is None else adapt(value, encoder)
-    return None
-
-
-def json_text_converter() -> Callable[[Any], str | None]:
-    """A function that writes a value as ``json.dumps(value)`` does (None: SQL NULL).
-
-    A record's ``details`` and ``rule`` and most stored arguments are one flat object of
-    texts, integers, booleans and nulls; ``json.dumps`` spends more on setting up its
-    encoder for each of them than on the text. Such an object is written here from the
-    same C string encoder ``json.dumps`` uses, with the same separators; anything else
-    (nested values, floats, non-text keys) goes to ``json.dumps``.
-    tests/plans/test_plan_events_json_text.py holds it to ``json.dumps``'s answer."""
-    # Each distinct key's encoded prefix, for the function's life (one batch).
-    prefixes: dict[str, str] = {}
-
-    def convert(value: Any) -> str | None:
-        if value is None:
-            return None
-        if type(value) is not dict:
-            return json.dumps(value)
-        parts = []
-        for key, item in value.items():
-            kind = type(item)
-            if kind is str:
-                text = _encode_string(item)
-            elif item is None:
-                text = "null"
-            elif kind is int:
-                text = int.__repr__(item)
-            elif kind is bool:
-                text = "true" if item else "false"
-            else:
-                return json.dumps(value)
-            prefix = prefixes.get(key)
-            if prefix is None:
-                if type(key) is not str:
-                    return json.dumps(value)
-                prefix = prefixes[key] = _encode_string(key) + ": "
-            parts.append(prefix + text)
-        return "{" + ", ".join(parts) + "}"
-
-    return convert
-
-
-def _datetime_converter() -> Callable[[Any], Any]:
-    """The backend's own adapter (``adapt_datetimefield_value``), except on SQLite with
-    USE_TZ for an aware value: there it is the same text (the time in the connection's
-    zone, naive, ``str()``), without the adapter's checks and ``timezone`` calls per value."""
-    adapt = connection.ops.adapt_datetimefield_value
-    if connection.vendor != "sqlite" or not settings.USE_TZ:
-        return adapt
-    zone = connection.timezone
-
-    def convert(value: Any) -> Any:
-        if isinstance(value, datetime) and value.tzinfo is not None:
-            return str(value.astimezone(zone).replace(tzinfo=None))
-        return adapt(value)
-
-    return convert
 
 
 def _lost_record(plan: Plan, agent: Agent, received: PlanEventBatch) -> AuditRecord:

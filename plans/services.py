@@ -23,7 +23,7 @@ from guard.policy_evaluation import StepWarning, evaluate_plan, plan_argument_wa
 from guard.policy_review import plan_reviews
 from kernel.compiled_query import CompiledQuery
 from kernel.problems import DomainError
-from kernel.row_insert import row_insert
+from kernel.sql import row_insert
 from members.models import Agent, Member, email_case_lookalike
 from members.services import agent_require_active
 from policies.models import PolicyVersion
@@ -172,7 +172,7 @@ def _record_token(
     warnings: tuple[StepWarning, ...] = (),
 ) -> IssuedToken:
     """Save the token's row (in the caller's transaction); the answer that hands it out."""
-    _row_insert(
+    row_insert(
         PlanToken(
             plan=plan,
             kind=kind,
@@ -192,11 +192,6 @@ def _record_token(
         policy_version=version,
         warnings=warnings,
     )
-
-
-# The plan and token rows each signature adds, inserted by a statement built once per
-# process (kernel.row_insert; tests/plans/test_row_insert.py holds them to save()'s rows).
-_row_insert = row_insert
 
 
 def plan_issue(
@@ -257,7 +252,7 @@ def _plan_issue(
         active_key=context.active_key,
     )
     with transaction.atomic():
-        _row_insert(plan)
+        row_insert(plan)
         plan_issued_record(
             plan=plan,
             kid=signature.kid,

@@ -1,16 +1,23 @@
-"""kernel.row_insert stores a row as save(force_insert=True) stores it, and sets an automatic
-primary key as save() does. The plan and token rows are held to save()'s in
-tests/plans/test_row_insert.py; the audit record (audit.services.record_append) here."""
+"""The inserts of kernel.sql store a row as the ORM stores it: row_insert as
+save(force_insert=True), setting an automatic primary key as save() does; row_insert_if_new
+as save() unless the row is stored already; rows_insert as bulk_create. The plan and token
+rows are held to save()'s in tests/plans/test_row_insert.py, the intake's events and
+records to bulk_create's in tests/plans/test_plan_events_insert.py; the audit record
+(audit.services.record_append) here."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from audit.models import AuditRecord
 from audit.services import record_append, record_build
-from kernel.row_insert import row_insert
+from kernel.sql import row_insert, row_insert_if_new, rows_insert
+from plans.models import Plan, PlanEventBatch
+from tests.conftest import plan_document
 
 NOW = timezone.now()
 
@@ -80,3 +87,97 @@ def test_a_row_whose_primary_key_is_given_keeps_it(team):
     row_insert(record)
 
     assert AuditRecord.objects.get(pk=987654).plan_hash == "b" * 64
+
+
+@pytest.fixture
+def plan(agent, member, policy_version) -> Plan:
+    document = plan_document()
+    plan = Plan(
+        team=agent.team,
+        agent=agent.agent,
+        member=member,
+        goal=document["goal"],
+        document=document,
+        hash="a" * 64,
+        policy_version=policy_version,
+        created_at=NOW,
+        expires_at=NOW + timedelta(days=1),
+    )
+    row_insert(plan)
+    return plan
+
+
+def _batch(plan: Plan, seq: int) -> PlanEventBatch:
+    return PlanEventBatch(
+        plan=plan, stream="s" * 32, seq=seq, received_at=NOW, events=3, lost=1, end_outcome="x"
+    )
+
+
+def test_a_new_row_is_inserted_if_new_as_save_stores_it(plan):
+    by_save = _batch(plan, 1)
+    by_save.save(force_insert=True)
+    by_insert = _batch(plan, 2)
+
+    assert row_insert_if_new(by_insert) is True
+
+    assert by_insert.pk is not None and by_insert.pk != by_save.pk
+    assert not by_insert._state.adding
+    stored = {row.pop("seq"): row for row in _batches(plan)}
+    assert stored[1] == stored[2]
+
+
+def test_a_row_stored_before_is_not_inserted_again_and_the_transaction_goes_on(plan):
+    row_insert_if_new(_batch(plan, 1))
+    again = _batch(plan, 1)
+    again.events = 99
+
+    with transaction.atomic():
+        assert row_insert_if_new(again) is False
+        assert again.pk is None and again._state.adding
+        row_insert_if_new(_batch(plan, 2))
+
+    assert [row["events"] for row in _batches(plan)] == [3, 3]
+
+
+def _batches(plan: Plan) -> list[dict]:
+    rows = list(PlanEventBatch.objects.filter(plan=plan).order_by("seq").values())
+    for row in rows:
+        row.pop("id")
+    return rows
+
+
+VARYING = ("at", "code", "policy_version", "rule", "details")
+
+
+def test_rows_are_inserted_as_bulk_create_stores_them(team):
+    template = _record(team, kind=AuditRecord.Kind.DECISION, plan_id="p" * 26)
+    rows = [
+        (NOW - timedelta(seconds=index), f"code-{index}", index or None, rule, details)
+        for index, (rule, details) in enumerate(
+            [
+                ({"index": 0, "description": 'allow é "x"'}, {"n": 1, "ok": True}),
+                (None, {"nested": {"a": [1, 2.5, None]}, "flag": False}),
+                ({"index": None, "description": "\u2028"}, {}),
+            ]
+        )
+    ]
+    AuditRecord.objects.bulk_create(
+        _record(
+            team,
+            kind=AuditRecord.Kind.DECISION,
+            plan_id="o" * 26,
+            **dict(zip(VARYING, row, strict=True)),
+        )
+        for row in rows
+    )
+
+    rows_insert(template, VARYING, rows)
+
+    def stored(plan_id: str) -> list[dict]:
+        found = list(AuditRecord.objects.filter(plan_id=plan_id).order_by("id").values())
+        for row in found:
+            row.pop("id"), row.pop("plan_id")
+        return found
+
+    assert stored("p" * 26) == stored("o" * 26)
+    assert [row["rule"] for row in stored("p" * 26)][1] is None

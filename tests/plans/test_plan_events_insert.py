@@ -1,6 +1,7 @@
 """POST /v1/plans/{id}/events stores a batch in a fixed number of queries, whatever its size,
-and its one-statement insert (plans.event_intake.rows_insert) stores exactly what the ORM's
-``bulk_create`` stores for the same events and decision records."""
+and its one-statement insert (kernel.sql.rows_insert: COPY on PostgreSQL, executemany on
+SQLite) stores exactly what the ORM's ``bulk_create`` stores for the same events and
+decision records."""
 
 from __future__ import annotations
 

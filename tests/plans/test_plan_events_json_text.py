@@ -1,5 +1,6 @@
-"""The intake writes a JSON column's text itself (plans.event_intake.json_text_converter):
-it must be what ``json.dumps`` writes, for any value, flat or not."""
+"""The inserts of kernel.sql (the intake's events and decision records among them) write a
+JSON column's text themselves (kernel.sql.json_text): it must be what ``json.dumps``
+writes, for any value, flat or not."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from plans.event_intake import json_text_converter
+from kernel.sql import json_text
 
 texts = st.text(max_size=20)
 scalars = (
@@ -32,18 +33,14 @@ flat_objects = st.dictionaries(
 
 @given(value=values)
 def test_any_json_value_is_written_as_json_dumps_writes_it(value: Any) -> None:
-    expected = None if value is None else json.dumps(value)
-
-    assert json_text_converter()(value) == expected
+    assert json_text(value) == json.dumps(value)
 
 
 @given(objects=st.lists(flat_objects, min_size=1, max_size=5))
 def test_flat_objects_one_after_another_are_written_as_json_dumps_writes_them(
     objects: list[dict[str, Any]],
 ) -> None:
-    convert = json_text_converter()  # one per batch: its key cache is shared by the rows
-
-    assert [convert(value) for value in objects] == [json.dumps(value) for value in objects]
+    assert [json_text(value) for value in objects] == [json.dumps(value) for value in objects]
 
 
 class Colour(enum.StrEnum):
@@ -51,7 +48,6 @@ class Colour(enum.StrEnum):
 
 
 def test_keys_and_values_that_are_not_plain_texts_or_integers_go_to_json_dumps() -> None:
-    convert = json_text_converter()
     odd: list[dict[Any, Any]] = [
         {1: "one", "two": 2},
         {"colour": Colour.RED},
@@ -61,4 +57,4 @@ def test_keys_and_values_that_are_not_plain_texts_or_integers_go_to_json_dumps()
         {},
     ]
 
-    assert [convert(value) for value in odd] == [json.dumps(value) for value in odd]
+    assert [json_text(value) for value in odd] == [json.dumps(value) for value in odd]

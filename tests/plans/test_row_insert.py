@@ -1,5 +1,6 @@
-"""plans.services._row_insert stores a plan and a token row exactly as the ORM's save()
-does: every column the same, JSON, dates and defaults included."""
+"""kernel.sql.row_insert, by which an issuance and a refresh store their plan and token rows,
+stores them exactly as the ORM's save() does: every column the same, JSON, dates and
+defaults included."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from kernel.sql import row_insert
 from plans.models import Plan, PlanToken
-from plans.services import _row_insert
 from tests.conftest import plan_document
 
 NOW = timezone.now()
@@ -46,7 +47,7 @@ def test_a_plan_is_stored_as_save_stores_it(agent, member, policy_version):
     by_save_without_role = _plan(agent, member, policy_version, role=None, groups=[])
     by_save_without_role.save(force_insert=True)
 
-    _row_insert(by_insert)
+    row_insert(by_insert)
 
     assert not by_insert._state.adding
     assert _stored(Plan, by_insert.pk) == _stored(Plan, by_save_without_role.pk)
@@ -56,7 +57,7 @@ def test_a_plan_is_stored_as_save_stores_it(agent, member, policy_version):
 
 def test_a_token_row_is_stored_as_create_stores_it(agent, member, policy_version):
     plan = _plan(agent, member, policy_version)
-    _row_insert(plan)
+    row_insert(plan)
     now = timezone.now()
     fields = {
         "plan": plan,
@@ -70,7 +71,7 @@ def test_a_token_row_is_stored_as_create_stores_it(agent, member, policy_version
     }
     created = PlanToken.objects.create(**fields)
 
-    _row_insert(PlanToken(**fields))
+    row_insert(PlanToken(**fields))
 
     inserted = PlanToken.objects.exclude(pk=created.pk).get(plan=plan)
     assert _stored(PlanToken, inserted.pk) == _stored(PlanToken, created.pk)

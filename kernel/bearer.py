@@ -4,15 +4,13 @@ attempts per client address that every credential type shares.
 Once an address is over its budget (PLANGATE_AUTH_FAILURE_LIMIT) every credential it sends
 is refused as ``throttled`` before the credential is checked, a valid one too: otherwise
 guessing could go on at full speed. API keys, audit tokens and the status feed all count
-against the one budget, so switching credential types buys a guesser nothing. (A credential
-type may read its row and the address's count in one statement, ``credential_read``: the
-count still decides before the secret is compared.)
+against the one budget, so switching credential types buys a guesser nothing. The budget is
+read as its own step before the credential is looked up, as DRF checks throttles apart
+from authentication (docs/decisions/0061: fusing the two reads bought too little).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from django.conf import settings
@@ -22,7 +20,7 @@ from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from .problems import DomainError
-from .ratelimit import PeekAlong, rate_limit_hit, rate_limit_peek, rate_limit_peek_along, rate_parse
+from .ratelimit import rate_limit_hit, rate_limit_peek, rate_parse
 
 AUTH_FAILURE_SCOPE = "auth_failure"
 
@@ -55,26 +53,6 @@ def auth_failures_over(address: str) -> int | None:
     return None if so_far.allowed else so_far.retry_after
 
 
-def auth_failures_peek_along(address: str) -> PeekAlong | None:
-    """The peek of ``auth_failures_over``, for a credential read that takes it along in its
-    own statement (BearerAuthentication.credential_read); None when it cannot."""
-    rate = rate_parse(settings.PLANGATE_AUTH_FAILURE_LIMIT)
-    return rate_limit_peek_along(scope=AUTH_FAILURE_SCOPE, ident=address, rate=rate)
-
-
-@dataclass(frozen=True)
-class CredentialRead:
-    """A credential read with the failure count of the client's address in one statement.
-
-    ``failure_hits`` is the count read along, when the statement found the credential's
-    row to carry it (``found``); ``finish`` checks the credential (its secret) and answers
-    ``(user, auth)`` or raises as ``credential_authenticate`` does."""
-
-    found: bool
-    failure_hits: int | None
-    finish: Callable[[], tuple[Any, Any]]
-
-
 def auth_failure_count(address: str) -> int | None:
     """Count one failed attempt of ``address``: seconds to wait when that spent its budget,
     else None. The count decides, not the peek: concurrent failures that all passed the peek
@@ -98,12 +76,6 @@ class BearerAuthentication(authentication.BaseAuthentication):
         """The refusal of a header that holds no Bearer credential."""
         raise NotImplementedError
 
-    def credential_read(self, credential: str, failures: PeekAlong) -> CredentialRead | None:
-        """Optionally, read the credential and the address's failure count (``failures``)
-        in one statement. None (the default, or a credential that names no row to read):
-        the count is peeked on its own and ``credential_authenticate`` decides."""
-        return None
-
     def missing(self, request: Request) -> tuple[Any, Any] | None:
         """No Authorization header: None lets the view's permissions answer."""
         return None
@@ -116,24 +88,15 @@ class BearerAuthentication(authentication.BaseAuthentication):
         if not header:
             return self.missing(request)
         address = client_address(request)
-        credential = bearer_credential(header)
-        # The budget is decided before the credential is judged, whether its count was
-        # read with the credential's row (one statement) or peeked on its own.
-        along = auth_failures_peek_along(address) if credential is not None else None
-        read = self.credential_read(credential, along) if along and credential else None
-        if along is not None and read is not None and read.found:
-            so_far = along.result(read.failure_hits)
-            wait = None if so_far.allowed else so_far.retry_after
-        else:
-            wait = auth_failures_over(address)
+        # The budget decides before the credential is judged.
+        wait = auth_failures_over(address)
         if wait is not None:
             self.on_throttled()
             raise exceptions.Throttled(wait=wait)
         try:
+            credential = bearer_credential(header)
             if credential is None:
                 raise self.malformed()
-            if read is not None:
-                return read.finish()
             return self.credential_authenticate(credential)
         except (exceptions.AuthenticationFailed, DomainError):
             wait = auth_failure_count(address)

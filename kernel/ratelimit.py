@@ -6,8 +6,9 @@ counts and exactly ``limit`` of them are allowed. (Reading a history from a cach
 writing it back, as DRF's SimpleRateThrottle does, loses counts between processes, and the
 default local-memory cache is not even shared.)
 
-The counters live in the database, one upsert per hit, which works the same on SQLite and
-PostgreSQL and needs no other service; when the default cache is Redis (``CACHE_URL=
+The counters live in the database, one upsert per hit (kernel.sql.counter_hit; a peek is
+kernel.sql.counter_hits), which works the same on SQLite and PostgreSQL and needs no other
+service; when the default cache is Redis (``CACHE_URL=
 redis://...``) they live there instead (``SET NX`` then ``INCR``), taking the writes off the
 database. Windows are aligned to multiples of the period since the Unix epoch, so
 ``Retry-After`` is the time to the window's end. Finished database windows are deleted by
@@ -28,9 +29,9 @@ from functools import lru_cache
 from django.core.cache import caches
 from django.core.cache.backends.redis import RedisCache
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
 
 from .models import RateLimitWindow
+from .sql import counter_hit, counter_hits
 
 _PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60}
 _PERIODS |= {"h": 3600, "hour": 3600, "d": 86400, "day": 86400}
@@ -86,39 +87,6 @@ def _uses_redis() -> bool:
     return isinstance(caches["default"], RedisCache)
 
 
-def _database_hit(bucket: str, window_end: int) -> int:
-    # One statement that inserts the first hit or increments the row, and returns the count:
-    # atomic on SQLite and PostgreSQL alike, with no read-then-write race and no
-    # IntegrityError to retry. The ORM cannot say "count + 1 on conflict" in one statement.
-    # Only the model's own table name is formatted in; the values are parameters.
-    table = connection.ops.quote_name(RateLimitWindow._meta.db_table)
-    source = "VALUES (%s, %s, 1)"
-    if connection.vendor == "postgresql" and not connection.in_atomic_block:
-        # The statement is its own transaction: its commit need not wait for the WAL to
-        # reach the disk (synchronous_commit off, for this transaction only). A counter is
-        # the one write a crash may lose the last fraction of a second of, harmlessly:
-        # the count is atomic and visible to every process as before. Inside a caller's
-        # transaction the setting would reach the caller's commit, so it is left alone.
-        source = "SELECT %s, %s, 1 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS c"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (bucket, window_end, hits) {source} "
-            f"ON CONFLICT (bucket) DO UPDATE SET hits = {table}.hits + 1 RETURNING hits",
-            [bucket, window_end],
-        )
-        return int(cursor.fetchone()[0])
-
-
-def _database_peek(bucket: str) -> int:
-    # Plain SQL: the ORM took several times longer than the query to build this one, and
-    # it runs before every authentication.
-    table = connection.ops.quote_name(RateLimitWindow._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT hits FROM {table} WHERE bucket = %s", [bucket])  # noqa: S608
-        row = cursor.fetchone()
-    return int(row[0]) if row else 0
-
-
 def _redis_hit(bucket: str, seconds_left: int) -> int:
     cache = caches["default"]
     timeout = seconds_left + _REDIS_GRACE_SECONDS
@@ -148,7 +116,7 @@ def rate_limit_hit(
     """
     number, end, seconds_left = _window(rate, now)
     bucket = _bucket(scope, ident, rate, number)
-    hits = _redis_hit(bucket, seconds_left) if _uses_redis() else _database_hit(bucket, end)
+    hits = _redis_hit(bucket, seconds_left) if _uses_redis() else counter_hit(bucket, end)
     return RateLimitResult(hits <= rate.limit, hits, rate.limit, seconds_left)
 
 
@@ -158,41 +126,8 @@ def rate_limit_peek(
     """The count so far, without counting; ``allowed`` says whether one more hit would be."""
     number, _, seconds_left = _window(rate, now)
     bucket = _bucket(scope, ident, rate, number)
-    hits = _redis_peek(bucket) if _uses_redis() else _database_peek(bucket)
+    hits = _redis_peek(bucket) if _uses_redis() else counter_hits(bucket)
     return RateLimitResult(hits < rate.limit, hits, rate.limit, seconds_left)
-
-
-@dataclass(frozen=True)
-class PeekAlong:
-    """A peek for a caller to read in a statement of its own (database counters only): the
-    count is ``rate_limit_count_sql()`` with ``bucket`` as its parameter."""
-
-    bucket: str
-    rate: Rate
-    seconds_left: int
-
-    def result(self, hits: int | None) -> RateLimitResult:
-        """What rate_limit_peek answers for the count read (None: no counter yet)."""
-        count = hits or 0
-        return RateLimitResult(count < self.rate.limit, count, self.rate.limit, self.seconds_left)
-
-
-def rate_limit_peek_along(
-    *, scope: str, ident: str, rate: Rate, now: float | None = None
-) -> PeekAlong | None:
-    """What ``rate_limit_peek`` reads, for a caller that reads it within its own statement
-    (one query instead of two); None when the counters are in Redis (peek on its own)."""
-    if _uses_redis():
-        return None
-    number, _, seconds_left = _window(rate, now)
-    return PeekAlong(_bucket(scope, ident, rate, number), rate, seconds_left)
-
-
-def rate_limit_count_sql() -> str:
-    """A scalar subquery of one counter's hits, its bucket the one parameter (NULL when the
-    window has no counter yet)."""
-    table = connection.ops.quote_name(RateLimitWindow._meta.db_table)
-    return f"SELECT hits FROM {table} WHERE bucket = %s"  # noqa: S608 (the model's own table)
 
 
 def rate_limit_windows_purge(*, now: float | None = None) -> int:

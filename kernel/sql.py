@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from json.encoder import encode_basestring_ascii as _encode_string
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import (
     AutoField,
@@ -26,6 +26,7 @@ from django.db.models import (
     BooleanField,
     CharField,
     DateTimeField,
+    EmailField,
     Field,
     ForeignKey,
     IntegerField,
@@ -33,11 +34,23 @@ from django.db.models import (
     Model,
     PositiveIntegerField,
     PositiveSmallIntegerField,
+    SlugField,
     SmallIntegerField,
     TextField,
 )
 
-__all__ = ["json_text", "row_insert", "row_insert_if_new", "rows_insert"]
+__all__ = [
+    "counter_hit",
+    "counter_hits",
+    "json_text",
+    "related_columns",
+    "related_instance",
+    "row_insert",
+    "row_insert_if_new",
+    "row_read",
+    "rows_insert",
+    "statement",
+]
 
 
 # --- Writes ---------------------------------------------------------------------------
@@ -301,3 +314,130 @@ def _copy_rows(db: BaseDatabaseWrapper, statement: str, rows: list[list[Any]]) -
         db.queries_log.append(
             {"sql": f"{statement} -- {len(rows)} rows", "time": f"{time.monotonic() - started:.3f}"}
         )
+
+
+# --- Reads ----------------------------------------------------------------------------
+#
+# A hand-built read is kept where its own step, measured on PostgreSQL, is at least twice
+# as fast as the ORM's (bench/shortcut_steps.py; the figures are in decision 0061). Its
+# text is built once per database connection alias and vendor from the models' own table
+# and column names (``statement``), every value is a parameter, and it runs through
+# Django's cursor (``row_read``) or ``Model.objects.raw``: documented API only. Each has a
+# test holding it to the ORM's answer on SQLite and PostgreSQL. The rate-limit counter's
+# two statements live here whole (kernel.ratelimit calls them); a domain read's text is
+# built by its app's selector, beside the ORM rule it restates, and cached here.
+
+_STATEMENTS: dict[tuple[str, str, str], str] = {}
+
+
+def statement(name: str, build: Callable[[], str]) -> str:
+    """The SQL text ``build()`` makes for the default connection, built once per process,
+    connection alias and vendor. ``name`` says which read it is (unique per caller)."""
+    key = (connection.alias, connection.vendor, name)
+    text = _STATEMENTS.get(key)
+    if text is None:
+        text = _STATEMENTS[key] = build()
+    return text
+
+
+def row_read(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+    """The first row ``sql`` answers with ``params``, as the database driver returns it."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return None if row is None else tuple(row)
+
+
+# Field classes (exactly these) whose values every driver answers as the ORM gives them,
+# but booleans, which SQLite answers as 0 and 1 (``bool`` makes them the ORM's).
+_READ_AS_IS: tuple[type[Field], ...] = (
+    AutoField,
+    BigAutoField,
+    CharField,
+    SlugField,
+    EmailField,
+    TextField,
+    BooleanField,
+    IntegerField,
+    BigIntegerField,
+    SmallIntegerField,
+    PositiveIntegerField,
+    PositiveSmallIntegerField,
+)
+
+
+def _read_as_is(field: Field) -> bool:
+    if isinstance(field, ForeignKey):
+        field = field.target_field
+    return type(field) in _READ_AS_IS
+
+
+def related_columns(model: type[Model], alias: str) -> str:
+    """The select list of ``model``'s columns (``alias`` its table's name in the statement)
+    that ``related_instance`` loads: every concrete field a driver answers as the ORM does,
+    each named ``<alias>__<attname>``. Dates and JSON are left out; the instance defers
+    them, and reading one costs a query (which the query-count tests would show)."""
+    quote = connection.ops.quote_name
+    return ", ".join(
+        f"{alias}.{quote(field.column)} AS {quote(f'{alias}__{field.attname}')}"
+        for field in model._meta.concrete_fields
+        if _read_as_is(field)
+    )
+
+
+_Related = TypeVar("_Related", bound=Model)
+
+
+def related_instance(model: type[_Related], alias: str, row: Model) -> _Related:
+    """The instance of ``model`` whose ``related_columns`` a ``Model.objects.raw`` row
+    carries, as ``Model.from_db`` loads one."""
+    fields = [field for field in model._meta.concrete_fields if _read_as_is(field)]
+    values = []
+    for field in fields:
+        value = getattr(row, f"{alias}__{field.attname}")
+        if isinstance(field, BooleanField) and value is not None:
+            value = bool(value)
+        values.append(value)
+    return model.from_db(row._state.db, [field.attname for field in fields], values)
+
+
+def _counter_table() -> str:
+    from .models import RateLimitWindow  # the kernel's own model
+
+    return connection.ops.quote_name(RateLimitWindow._meta.db_table)
+
+
+def counter_hits(bucket: str) -> int:
+    """The count of the rate-limit counter ``bucket``, 0 when it has none yet. Before every
+    authentication: 3-4x cheaper than the ORM's ``values_list`` read (decision 0061)."""
+    sql = statement(
+        "counter_hits",
+        lambda: f"SELECT hits FROM {_counter_table()} WHERE bucket = %s",  # noqa: S608
+    )
+    row = row_read(sql, [bucket])
+    return int(row[0]) if row else 0
+
+
+def counter_hit(bucket: str, window_end: int) -> int:
+    """Count one hit of the rate-limit counter ``bucket``, creating it; returns its count.
+
+    One statement that inserts the first hit or increments the row and returns the count:
+    atomic on SQLite and PostgreSQL alike, with no read-then-write race and no
+    IntegrityError to retry. The ORM cannot say "count + 1 on conflict" in one statement.
+    """
+    table = _counter_table()
+    source = "VALUES (%s, %s, 1)"
+    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+        # The statement is its own transaction: its commit need not wait for the WAL to
+        # reach the disk (synchronous_commit off, for this transaction only). A counter is
+        # the one write a crash may lose the last fraction of a second of, harmlessly:
+        # the count is atomic and visible to every process as before. Inside a caller's
+        # transaction the setting would reach the caller's commit, so it is left alone.
+        source = "SELECT %s, %s, 1 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS c"
+    sql = (
+        f"INSERT INTO {table} (bucket, window_end, hits) {source} "
+        f"ON CONFLICT (bucket) DO UPDATE SET hits = {table}.hits + 1 RETURNING hits"
+    )
+    row = row_read(sql, [bucket, window_end])
+    assert row is not None  # RETURNING answers the row it wrote
+    return int(row[0])

@@ -23,14 +23,12 @@ from kernel.bearer import (  # noqa: F401  (AUTH_FAILURE_SCOPE, client_address: 
     AUTH_FAILURE_SCOPE,
     BearerAuthentication,
     CredentialRateThrottle,
-    CredentialRead,
     client_address,
 )
 from kernel.problems import Code, DomainError
-from kernel.ratelimit import PeekAlong
 
 from .models import Agent, ApiKey
-from .services import api_key_authenticate, api_key_read, api_key_verify
+from .services import api_key_authenticate
 
 logger = logging.getLogger(__name__)
 
@@ -72,21 +70,6 @@ class ApiKeyAuthentication(BearerAuthentication):
         except DomainError as exc:
             raise exceptions.AuthenticationFailed(exc.detail) from exc
         return api_key.agent, api_key
-
-    def credential_read(self, credential: str, failures: PeekAlong) -> CredentialRead | None:
-        # The key and the address's failed attempts in one statement (kernel.bearer).
-        read = api_key_read(credential, failure_bucket=failures.bucket)
-        if read is None:
-            return None
-
-        def finish() -> tuple[Agent, ApiKey]:
-            try:
-                api_key = api_key_verify(read.api_key, read.secret)
-            except DomainError as exc:
-                raise exceptions.AuthenticationFailed(exc.detail) from exc
-            return api_key.agent, api_key
-
-        return CredentialRead(read.api_key is not None, read.address_failures, finish)
 
     def malformed(self) -> Exception:
         return exceptions.AuthenticationFailed("Use `Authorization: Bearer <API key>`.")

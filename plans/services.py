@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from audit.actors import current_actor
@@ -21,9 +21,8 @@ from guard.errors import DocumentInvalid, FieldError
 from guard.plan import plan_hash, validate_plan
 from guard.policy_evaluation import StepWarning, evaluate_plan, plan_argument_warnings
 from guard.policy_review import plan_reviews
-from kernel.compiled_query import CompiledQuery
 from kernel.problems import DomainError
-from kernel.sql import row_insert
+from kernel.sql import row_insert, row_read, statement
 from members.models import Agent, Member, email_case_lookalike
 from members.services import agent_require_active
 from policies.models import PolicyVersion
@@ -367,7 +366,7 @@ def plan_token_sign_current(
     with transaction.atomic():
         # Re-read the status under lock: a revocation that lands meanwhile must win, and
         # the token signed above is then never handed out.
-        locked = _PLAN_STATUS_LOCKED.row(plan_id=plan.pk)
+        locked = row_read(statement("plans.plan_status_locked", _plan_status_locked), [plan.pk])
         if locked is None:
             raise Plan.DoesNotExist("the plan was deleted while it was signed")
         if locked[0] == Plan.Status.REVOKED:
@@ -401,12 +400,15 @@ def plan_token_sign_current(
         )
 
 
-# The plan's status under a row lock (no lock on SQLite, whose writer holds the database),
-# compiled once per process (kernel.compiled_query): every refresh reads it.
-_PLAN_STATUS_LOCKED = CompiledQuery(
-    lambda plan_id: Plan.objects.select_for_update().filter(pk=plan_id).values_list("status"),
-    text=("plan_id",),
-)
+def _plan_status_locked() -> str:
+    """The plan's status under a row lock (none on SQLite, whose writer holds the whole
+    database), by hand: what ``Plan.objects.select_for_update().filter(pk=...)
+    .values_list("status")`` reads, for less than half its CPU (decision 0061; tests/plans/
+    test_plan_queries.py holds the two to one answer). Parameter: the plan's id."""
+    quote = connection.ops.quote_name
+    lock = " FOR UPDATE" if connection.vendor == "postgresql" else ""
+    # Only the model's own table and column names are formatted in.
+    return f"SELECT {quote('status')} FROM {quote(Plan._meta.db_table)} WHERE id = %s{lock}"  # noqa: S608
 
 
 # A plan id is a ULID (Crockford base32). Anything else names no plan, and must not reach

@@ -23,8 +23,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from django.db import DatabaseError
-from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, QuerySet, Subquery
+from django.db import DatabaseError, connection
+from django.db.models import (
+    BooleanField,
+    ExpressionWrapper,
+    Model,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
@@ -36,7 +44,6 @@ from kernel.bearer import (
     bearer_credential,
     client_address,
 )
-from kernel.compiled_query import CompiledQuery
 from kernel.problems import (
     PROBLEM_CONTENT_TYPE,
     Code,
@@ -45,9 +52,10 @@ from kernel.problems import (
     is_database_unavailable,
     problem_body,
 )
+from kernel.sql import row_read, statement
 from members.authentication import refusal_count
 from members.models import API_KEY_FORMAT, Agent, ApiKey, ApiKeyQuerySet, Member
-from members.services import api_key_authenticate
+from members.services import api_key_authenticate, usable_key_condition
 from teams.models import Team
 
 from .models import Plan, SigningKey
@@ -197,15 +205,49 @@ def _one(queryset: QuerySet, field: str) -> Subquery:
     return Subquery(queryset.order_by().values(field)[:1])
 
 
-# Compiled once per process and database: building and compiling the ORM query costs more
-# than running it, on every poll (kernel.compiled_query).
-_STATUS_QUERY: Final = CompiledQuery(
-    status_queryset, text=("plan_id", "lookup_id", "kid"), datetimes=("now",)
-)
+def _status_statement() -> str:
+    """``status_queryset`` written by hand (kernel.sql, decision 0061: the ORM's building and
+    compiling of it cost five times what running it does, on every poll). A usable key is
+    members.services.usable_key_condition, the SQL home of ``ApiKeyQuerySet.usable``.
+    tests/plans/test_status_feed.py holds its rows to the queryset's. Parameters: lookup
+    id, now (twice), kid, plan id."""
+    quote = connection.ops.quote_name
+
+    def table(model: type[Model]) -> str:
+        return quote(model._meta.db_table)
+
+    # Only the models' own table names are formatted in; every value is a parameter.
+    return (
+        "SELECT "  # noqa: S608
+        f"(SELECT k.secret_hash FROM {table(ApiKey)} k WHERE k.agent_id = p.agent_id "
+        f"AND k.lookup_id = %s AND {usable_key_condition('k')}), "
+        "p.status, p.expires_at <= %s, "
+        f"(SELECT m.is_active FROM {table(Member)} m WHERE m.id = p.member_id), "
+        f"(SELECT a.is_active FROM {table(Agent)} a WHERE a.id = p.agent_id), "
+        f"(SELECT t.revocation_bound_seconds FROM {table(Team)} t WHERE t.id = p.team_id), "
+        f"(SELECT s.state FROM {table(SigningKey)} s WHERE s.kid = %s) "
+        f"FROM {table(Plan)} p WHERE p.id = %s"
+    )
 
 
 def _status_row(*, plan_id: str, lookup_id: str, kid: str, now: datetime) -> tuple | None:
-    return _STATUS_QUERY.row(plan_id=plan_id, lookup_id=lookup_id, kid=kid, now=now)
+    """The row ``status_queryset`` answers, as the ORM converts it (booleans as bool)."""
+    at = Plan._meta.get_field("expires_at").get_db_prep_value(now, connection)
+    row = row_read(
+        statement("plans.status_feed", _status_statement), [lookup_id, at, at, kid, plan_id]
+    )
+    if row is None:
+        return None
+    secret_hash, status, past_lifetime, member_active, agent_active, bound, key_state = row
+    return (
+        secret_hash,
+        status,
+        bool(past_lifetime),
+        None if member_active is None else bool(member_active),
+        None if agent_active is None else bool(agent_active),
+        bound,
+        key_state,
+    )
 
 
 def plan_status_for_key(

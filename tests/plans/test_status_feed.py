@@ -10,11 +10,12 @@ from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
+from members.models import API_KEY_FORMAT, ApiKey
 from members.services import agent_update, api_key_revoke, member_disable
 from plans.keys import signing_key_revoke
 from plans.models import Plan, PlanToken
 from plans.services import plan_revoke
-from plans.status_feed import FEED_STOP_CODES, plan_status_for_key
+from plans.status_feed import FEED_STOP_CODES, _status_row, plan_status_for_key, status_queryset
 from tests.conftest import plan_document
 
 from .helpers import assert_problem
@@ -237,3 +238,37 @@ def test_the_openapi_schema_documents_the_feed_and_its_refusals():
     assert schema["components"]["schemas"]["PlanStatus"]["properties"]["code"]["enum"][:-1] == (
         sorted(FEED_STOP_CODES)
     )
+
+
+def test_the_hand_built_poll_reads_what_the_orm_reads(agent, other_agent, team, declared):
+    """The poll's statement (plans.status_feed._status_row, decision 0061) answers the row
+    status_queryset answers, in every state a poll can find, on SQLite and PostgreSQL."""
+    plan_id, kid = declared
+    lookup_id = API_KEY_FORMAT.parse(agent.api_key)[0]
+    other_lookup_id = API_KEY_FORMAT.parse(other_agent.api_key)[0]
+
+    def both(*, plan: str = plan_id, lookup: str = lookup_id, key_id: str = kid):
+        now = timezone.now()
+        values = {"plan_id": plan, "lookup_id": lookup, "kid": key_id, "now": now}
+        orm = next(iter(status_queryset(**values)), None)
+        assert _status_row(**values) == orm
+        return orm
+
+    assert both() is not None and both()[0] is not None
+    assert both(plan="0" * 26) is None
+    assert both(lookup="0" * 12)[0] is None
+    assert both(lookup=other_lookup_id)[0] is None  # another agent's key
+    assert both(key_id="x" * 43)[6] is None
+    ApiKey.objects.filter(lookup_id=lookup_id).update(expires_at=timezone.now())
+    assert both()[0] is None
+    ApiKey.objects.filter(lookup_id=lookup_id).update(expires_at=timezone.now() + timedelta(days=1))
+    assert both()[0] is not None
+    member_disable(team=team, email="alice@acme.dev")
+    agent_update(agent=agent.agent, is_active=False)
+    Plan.objects.filter(pk=plan_id).update(expires_at=timezone.now() - timedelta(seconds=1))
+    signing_key_revoke(kid=kid)
+    assert both()[2:5] == (True, False, False) and both()[6] == "revoked"
+    plan_revoke(plan=Plan.objects.get(pk=plan_id), by="test")
+    assert both()[1] == "revoked"
+    api_key_revoke(api_key=ApiKey.objects.get(lookup_id=lookup_id))
+    assert both()[0] is None

@@ -20,6 +20,7 @@ from django.db.models.expressions import RawSQL
 
 from members.models import Agent, Member, email_normalize
 from policies.models import Policy, PolicyVersion
+from policies.selectors import policy_active_version_id_sql
 from teams.models import Group, Role, Team
 
 from .models import Plan, PlanEvent, SigningKey
@@ -141,7 +142,7 @@ def _signing_context_statement(*, member_by_id: bool, verifying: bool) -> str:
     # json_agg on PostgreSQL, json_group_array on SQLite: the group names in one column.
     group_names = "json_agg" if connection.vendor == "postgresql" else "json_group_array"
     # LOWER(email) is what the (team, lower(email)) unique index holds: an index probe, as
-    # MemberQuerySet.for_email. The active version is the newest (of_policy_newest_first).
+    # MemberQuerySet.for_email. The active version is policies' own SQL of its rule.
     member_match = (
         "m.id = %s AND m.team_id = %s" if member_by_id else "m.team_id = %s AND LOWER(m.email) = %s"
     )
@@ -157,8 +158,7 @@ def _signing_context_statement(*, member_by_id: bool, verifying: bool) -> str:
         "FROM (SELECT 1 AS one) AS request "
         f"LEFT JOIN {member} m ON {member_match} "
         f"LEFT JOIN {role} r ON r.id = m.role_id "
-        f"LEFT JOIN {version} v ON v.id = (SELECT newest.id FROM {version} newest "
-        "WHERE newest.policy_id = %s ORDER BY newest.number DESC LIMIT 1) "
+        f"LEFT JOIN {version} v ON v.id = ({policy_active_version_id_sql()}) "
         f"LEFT JOIN {policy} p ON p.id = v.policy_id "
         f"LEFT JOIN {key} k ON k.state = %s{verifying_join}"
     )
@@ -178,8 +178,18 @@ def signing_context_read(
     request, so a disabled member, a new policy version or a rotated or revoked key applies
     at the very next one.
 
-    The ORM would take four queries (tests/plans/test_signing_context.py checks that both
-    give the same answer), and building them cost more than running them.
+    The ORM would take four queries, and building them cost five to ten times more than
+    running this one statement (decision 0061). tests/plans/test_signing_context.py holds
+    both to one answer on SQLite and PostgreSQL. The statement calls the one SQL home of
+    "a policy's active version is its newest" (policies.selectors.
+    policy_active_version_id_sql) and restates, in SQL, these rules of other homes:
+
+    - a member by e-mail is ``LOWER(email)`` equal to the normalised address within the
+      agent's team (``MemberQuerySet.for_email``, the (team, lower(email)) unique index);
+    - a member's groups are the names of the groups of ``Member.groups``;
+    - the active signing key is the one in state ``active`` (``unique_active_signing_key``);
+    - a key a token names verifies unless it was revoked (``state <> 'revoked'``,
+      plans.intent_tokens.signing_key_unrevoked).
     """
     if (member_email is None) == (member_id is None):
         raise TypeError("give exactly one of member_email and member_id")

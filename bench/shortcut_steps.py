@@ -3,7 +3,7 @@
 Rule (b) of docs/decisions/0061 keeps a hand-built statement or a skipped framework step
 only where its own step is at least twice as fast as Django's or DRF's way, on PostgreSQL.
 This script times both ways of each step in one process (the reads on the request path,
-the counter's commit, the token body, the audit seals, the CSV cells), against a
+the counter's commit, the token body, the audit seals), against a
 throwaway test database next to ``DATABASE_URL`` (``test_<name>_steps``, created and
 dropped here), then the CPU of whole requests through Django's test client:
 
@@ -179,12 +179,10 @@ def _steps() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
     ]
     from audit.models import AuditRecord
     from audit.services import _store_seals
-    from kernel.admin_export import csv_cell, csv_cell_general
     from plans.serializers import IntentTokenSerializer, intent_token_body
     from plans.services import plan_issue
 
     token = plan_issue(agent=agent, document=bench_plan(2))
-    cells = ["acme/app", "=1+1", timezone.now(), 42, None, True, {"a": 1}, "bench"] * 4
     records = list(AuditRecord.objects.order_by("pk")[:20])
     sealed_at = timezone.now()
     for record in records:
@@ -194,11 +192,6 @@ def _steps() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
             "token body (intent_token_body)",
             lambda: IntentTokenSerializer(token).data,
             lambda: intent_token_body(token),  # type: ignore[arg-type]
-        ),
-        (
-            "CSV cells (32 of an export's row)",
-            lambda: [csv_cell_general(cell) for cell in cells],
-            lambda: [csv_cell(cell) for cell in cells],
         ),
         (
             f"audit seals stored ({len(records)} records)",

@@ -98,27 +98,8 @@ def column_value(obj: Any, accessor: Accessor) -> object:
     return value() if callable(value) else value
 
 
-_FORMULA_FIRST = frozenset(FORMULA_TRIGGERS)
-
-
 def csv_cell(value: object) -> str:
     """A value as a CSV cell that no spreadsheet evaluates."""
-    # The common exact types first (an export calls this for every cell); subclasses
-    # and the rest take the general path below, with the same answers.
-    kind = type(value)
-    if kind is str:
-        text: str = value  # type: ignore[assignment]
-        return "'" + text if text and text[0] in _FORMULA_FIRST else text
-    if kind is datetime:
-        return value.isoformat()  # type: ignore[attr-defined]
-    if kind is int:
-        return str(value)
-    return csv_cell_general(value)
-
-
-def csv_cell_general(value: object) -> str:
-    """``csv_cell``'s rule for any value; ``csv_cell`` answers its common types by a
-    shorter path with the same answers."""
     if value is None:
         return ""
     if isinstance(value, bool):

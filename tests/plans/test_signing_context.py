@@ -6,10 +6,13 @@ applies at the very next request of the same process."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.django import TestCase
 
 from guard.tokens import unverified_header
 from members.models import Member
-from members.services import member_disable, member_upsert
+from members.services import agent_create, member_disable, member_upsert, team_get_or_create
 from plans.keys import signing_key_revoke, signing_key_rotate, signing_keys_bootstrap
 from plans.models import Plan, SigningKey
 from plans.selectors import SigningContext, plan_for_signing, signing_context_read
@@ -186,3 +189,58 @@ def test_the_key_a_token_names_is_read_unless_it_was_revoked(agent):
     assert revoked.verifying_key is None and unknown.verifying_key is None
     # The revocation made another key the active one, read in the same statement.
     assert revoked.active_key is not None and revoked.active_key.kid != old
+
+
+members_strategy = st.lists(
+    st.tuples(
+        st.sampled_from(["alice", "bob", "Carol", "dave.o", "eve+x"]),
+        st.sampled_from([None, "sre", "engineer"]),
+        st.sets(st.sampled_from(["oncall", "db", "Web"]), max_size=3),
+        st.booleans(),
+    ),
+    max_size=4,
+    unique_by=lambda member: member[0].lower(),
+)
+
+
+class GeneratedTeamsTests(TestCase):
+    """The one read and the ORM agree over generated teams: members of any e-mail case,
+    role, groups and state, a policy with one or more versions, keys or none."""
+
+    @settings(max_examples=20)
+    @given(
+        members=members_strategy,
+        versions=st.integers(1, 3),
+        keys=st.booleans(),
+        cases=st.lists(st.sampled_from([str.lower, str.upper, str.title]), min_size=4),
+    )
+    def test_the_one_read_answers_as_the_orm(self, members, versions, keys, cases) -> None:
+        team = team_get_or_create(slug="generated")
+        other = team_get_or_create(slug="elsewhere")
+        member_upsert(team=other, email="alice@acme.dev")
+        for local, role, groups, active in members:
+            member_upsert(
+                team=team,
+                email=f"{local}@acme.dev",
+                role=role,
+                groups=sorted(groups),
+                is_active=active,
+            )
+        for number in range(versions):
+            rules = [
+                *POLICY["rules"],
+                *({"effect": "deny", "tools": [f"v{n}_*"]} for n in range(number)),
+            ]
+            version = policy_set(team=team, slug="default", document={**POLICY, "rules": rules})
+        agent_row = agent_create(team=team, name="generated", policy=version.policy)
+        if keys:
+            signing_keys_bootstrap()
+
+        emails = [f"{local}@acme.dev" for local, *_ in members]
+        asked = [case(email) for email, case in zip(emails, cases, strict=False)]
+        for email in [*asked, "nobody@acme.dev", " ALICE@acme.dev "]:
+            context = signing_context_read(agent=agent_row, member_email=email)
+            assert selector_answer(context) == orm_answer(agent_row, email=email)
+        for member in Member.objects.filter(team__in=[team, other]):
+            context = signing_context_read(agent=agent_row, member_id=member.pk)
+            assert selector_answer(context) == orm_answer(agent_row, member_id=member.pk)

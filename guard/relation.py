@@ -212,8 +212,10 @@ def _kinds_a_deny_can_leave_out(operator: str, operand: Any) -> frozenset[str]:
         return frozenset({"number"})
     members = [operand] if operator == "eq" else list(operand)
     kinds = frozenset(_json_kind(member) for member in members)
-    # null equals null; a list mixing types leaves no value outside.
-    return frozenset() if len(kinds) != 1 or kinds == {"null"} else kinds
+    # null equals null; a list mixing types leaves no value outside, and neither does one
+    # holding both booleans.
+    every_boolean = kinds == {"boolean"} and {True, False} <= set(members)
+    return frozenset() if len(kinds) != 1 or kinds == {"null"} or every_boolean else kinds
 
 
 def deny_relation(step: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> Relation:
@@ -224,7 +226,8 @@ def deny_relation(step: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> Re
 
     * an argument the step does not pin may be left out of a call, which the deny matches:
       ``overlapping``, or ``inside`` when no value is provably outside the constraint (``eq
-      null``, an ``in`` mixing types, a glob or regex every text matches), never
+      null``, an ``in`` mixing types or holding both booleans, a glob or regex every text
+      matches), never
       ``disjoint``;
     * an ``eq`` / ``in`` step: each value through the deny's own reading, exact;
     * a step of numbers (``lte`` / ``gte``) or of text (``glob`` / ``regex``) against a

@@ -112,6 +112,9 @@ def test_the_deny_relation_agrees_with_the_deny_matcher(data, step_operator, rul
         (None, {"eq": None}, Relation.INSIDE),
         (None, {"glob": "*"}, Relation.INSIDE),
         (None, {"in": ["a", 1]}, Relation.INSIDE),
+        # Both booleans: a boolean is in, anything else is not comparable.
+        (None, {"in": [True, False]}, Relation.INSIDE),
+        (None, {"in": [True]}, Relation.OVERLAPPING),
         (None, {"lte": 5}, Relation.OVERLAPPING),
         ({"regex": "(?i)acme/secret"}, {"glob": "acme/*"}, Relation.UNDECIDABLE),
     ],

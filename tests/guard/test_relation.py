@@ -28,7 +28,7 @@ OTHERS: list[Any] = [None, True, False, [1], {"a": 1}, [], {}, "1", 1.25]
 NAMED: list[Any] = [
     *("acme/app", "acme/public-web", "acme/public-", "acme/", "acme/\n", "acme/a", "acme/b"),
     *("acme/ab", "acme/1", "globex/a", "7", "x"),
-    *("0", "0b", " b", "_", "a0", "\tb", "0a"),  # for \d, \w, \s
+    *("0", "0b", " b", "_", "a0", "\tb", "0a", "b ", "b\t"),  # for \d, \w, \s, \S
     *(-1, 0, 5, 10, 11, 50, 100, 101),
 ]
 

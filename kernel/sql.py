@@ -3,7 +3,8 @@
 Each is kept only under the budget rule of docs/decisions/0061: it serves a measured
 target on PostgreSQL, its own step is at least twice as fast as the framework's way, it
 uses only documented Django API, and a test holds it to the framework's answer on SQLite
-and PostgreSQL. What each one measured is in bench/RESULTS.md.
+and PostgreSQL. Decision 0061 lists what each one measured; bench/shortcut_steps.py
+(reads) and bench/shortcut_write_steps.py (writes) measure them again.
 
 Kernel module: imports no Plangate app.
 """

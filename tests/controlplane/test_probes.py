@@ -87,12 +87,12 @@ def test_the_event_batchs_limits_in_the_schema_are_the_guards(client):
     schemas = openapi(client)["components"]["schemas"]
 
     batch = schemas["EventBatchRequest"]["properties"]
-    event = schemas["GuardDecisionRequest"]["properties"]
+    event = batch["events"]["items"]["properties"]
     assert batch["events"]["maxItems"] == MAX_EVENTS_PER_BATCH
     assert batch["displayUpdates"]["maxItems"] == MAX_DISPLAY_UPDATES_PER_BATCH
     assert event["tool"]["maxLength"] == MAX_EVENT_TOOL_LENGTH
     assert event["reason"]["maxLength"] == MAX_EVENT_REASON_LENGTH
-    assert set(schemas["DecisionEnum"]["enum"]) == {code.value for code in Decision}
+    assert set(event["decision"]["enum"]) == {code.value for code in Decision}
 
 
 @override_settings(PLANGATE_TOKEN_MIN_TTL=30, PLANGATE_TOKEN_MAX_TTL=7200)

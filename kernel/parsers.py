@@ -17,7 +17,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.utils import json
 
 from guard.errors import FieldError, index_path, key_path  # the paths the guard's errors use
-from kernel.problems import DomainError
+from kernel.problems import Code, DomainError
 
 
 def _nul_paths(value: object, path: str) -> Iterator[str]:
@@ -52,7 +52,7 @@ class JSONParser(parsers.JSONParser):
             paths = list(_nul_paths(data, ""))
             if paths:
                 raise DomainError(
-                    "invalid_request",
+                    Code.INVALID_REQUEST,
                     "Text in the body must not contain NUL (\\u0000) characters.",
                     errors=[FieldError(path, "must not contain NUL (\\u0000)") for path in paths],
                 )

@@ -113,16 +113,15 @@ class DomainError(Exception):
 
     def __init__(
         self,
-        code: Code | str,
+        code: Code,
         detail: str | None = None,
         *,
         errors: Iterable[FieldError] = (),
         headers: dict[str, str] | None = None,
     ) -> None:
-        try:
-            self.code = Code(code)
-        except ValueError:
-            raise ValueError(f"unknown problem code {code!r}") from None
+        if not isinstance(code, Code):  # the type checker's rule, kept for untyped callers
+            raise TypeError(f"a problem code is a Code, not {code!r}")
+        self.code = code
         self.detail = detail or PROBLEMS[self.code].title
         self.errors = list(errors)
         self.headers = headers or {}
@@ -165,7 +164,7 @@ def is_database_unavailable(exc: BaseException) -> bool:
 def database_unavailable_error() -> DomainError:
     retry_after = settings.PLANGATE_DATABASE_RETRY_AFTER
     return DomainError(
-        "database_unavailable",
+        Code.DATABASE_UNAVAILABLE,
         f"The database cannot be reached; retry in {retry_after} s.",
         headers={"Retry-After": str(retry_after)},
     )
@@ -173,7 +172,7 @@ def database_unavailable_error() -> DomainError:
 
 def payload_too_large_error() -> DomainError:
     return DomainError(
-        "payload_too_large",
+        Code.PAYLOAD_TOO_LARGE,
         f"The body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
     )
 
@@ -232,29 +231,29 @@ def to_domain_error(exc: Exception) -> DomainError | None:
         return exc
     if isinstance(exc, drf_exceptions.ValidationError):
         return DomainError(
-            "invalid_request", "The request body is not valid.", errors=_drf_errors(exc.detail)
+            Code.INVALID_REQUEST, "The request body is not valid.", errors=_drf_errors(exc.detail)
         )
     if isinstance(exc, drf_exceptions.ParseError):
-        return DomainError("invalid_request", f"The body is not valid JSON: {exc.detail}")
+        return DomainError(Code.INVALID_REQUEST, f"The body is not valid JSON: {exc.detail}")
     if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
-        return DomainError("invalid_api_key", str(exc.detail))
+        return DomainError(Code.INVALID_API_KEY, str(exc.detail))
     if isinstance(exc, drf_exceptions.Throttled):
         wait = max(1, int(exc.wait or 1))  # type: ignore[attr-defined]  # DRF sets it; the stubs omit it
         return DomainError(
-            "throttled",
+            Code.THROTTLED,
             f"Rate limit reached; retry in {wait} s.",
             headers={"Retry-After": str(wait)},
         )
     if isinstance(exc, drf_exceptions.PermissionDenied):
-        return DomainError("permission_denied", str(exc.detail))
+        return DomainError(Code.PERMISSION_DENIED, str(exc.detail))
     if isinstance(exc, drf_exceptions.NotFound | Http404):
-        return DomainError("not_found")
+        return DomainError(Code.NOT_FOUND)
     if isinstance(exc, drf_exceptions.MethodNotAllowed):
-        return DomainError("method_not_allowed", str(exc.detail))
+        return DomainError(Code.METHOD_NOT_ALLOWED, str(exc.detail))
     if isinstance(exc, drf_exceptions.NotAcceptable):
-        return DomainError("not_acceptable", str(exc.detail))
+        return DomainError(Code.NOT_ACCEPTABLE, str(exc.detail))
     if isinstance(exc, drf_exceptions.UnsupportedMediaType):
-        return DomainError("unsupported_media_type", str(exc.detail))
+        return DomainError(Code.UNSUPPORTED_MEDIA_TYPE, str(exc.detail))
     if isinstance(exc, RequestDataTooBig):
         return payload_too_large_error()
     if is_database_unavailable(exc):
@@ -267,8 +266,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     error = to_domain_error(exc)
     if error is None:
         logger.exception("unhandled error in %s", context.get("view"))
-        error = DomainError("server_error", "The server could not complete the request.")
-    elif error.code == "database_unavailable":
+        error = DomainError(Code.SERVER_ERROR, "The server could not complete the request.")
+    elif error.code is Code.DATABASE_UNAVAILABLE:
         logger.error("database unavailable in %s: %s", context.get("view"), exc)
     request = context.get("request")
     response = problem_response(error, instance=request.path if request is not None else None)
@@ -282,8 +281,8 @@ def _wants_problem(request: HttpRequest) -> bool:
     return request.path.startswith(("/v1/", "/healthz", "/readyz"))
 
 
-def _plain_problem(request: HttpRequest, code: str, detail: str | None = None) -> JsonResponse:
-    problem = PROBLEMS[Code(code)]
+def _plain_problem(request: HttpRequest, code: Code, detail: str | None = None) -> JsonResponse:
+    problem = PROBLEMS[code]
     body = problem_body(code, detail or problem.title, instance=request.path)
     return JsonResponse(body, status=problem.status, content_type=PROBLEM_CONTENT_TYPE)
 
@@ -310,19 +309,19 @@ def handler400(request: HttpRequest, exception: Exception) -> HttpResponse:
     if isinstance(exception, RequestDataTooBig):
         return _error_response(request, payload_too_large_error())
     if _wants_problem(request):
-        return _plain_problem(request, "invalid_request")
+        return _plain_problem(request, Code.INVALID_REQUEST)
     return defaults.bad_request(request, exception)
 
 
 def handler403(request: HttpRequest, exception: Exception) -> HttpResponse:
     if _wants_problem(request):
-        return _plain_problem(request, "permission_denied")
+        return _plain_problem(request, Code.PERMISSION_DENIED)
     return defaults.permission_denied(request, exception)
 
 
 def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if _wants_problem(request):
-        return _plain_problem(request, "not_found", f"No resource at {request.path}.")
+        return _plain_problem(request, Code.NOT_FOUND, f"No resource at {request.path}.")
     return defaults.page_not_found(request, exception)
 
 
@@ -334,5 +333,5 @@ def handler500(request: HttpRequest) -> HttpResponse:
     if exception is not None and is_database_unavailable(exception):
         return _error_response(request, database_unavailable_error())
     if _wants_problem(request):
-        return _plain_problem(request, "server_error")
+        return _plain_problem(request, Code.SERVER_ERROR)
     return defaults.server_error(request)

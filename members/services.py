@@ -203,7 +203,7 @@ def member_disable(*, team: Team, email: str) -> Member:
     with transaction.atomic():
         member = Member.objects.for_email(team, email).select_for_update().first()
         if member is None:
-            raise DomainError("unknown_user", f"{email} is not a member of team {team.slug}.")
+            raise DomainError(Code.UNKNOWN_USER, f"{email} is not a member of team {team.slug}.")
         if member.is_active:
             member.is_active = False
             member.save(update_fields=["is_active"])
@@ -216,7 +216,7 @@ def agent_require_active(*, agent: Agent) -> None:
     disabled agent, made by the API before any work and by the plan services for any
     other caller."""
     if not agent.is_active:
-        raise DomainError("agent_disabled", f"Agent {agent.name} is disabled.")
+        raise DomainError(Code.AGENT_DISABLED, f"Agent {agent.name} is disabled.")
 
 
 def _agent_save(agent: Agent) -> Agent:
@@ -316,7 +316,7 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
 
 
 def _invalid_api_key() -> DomainError:
-    return DomainError("invalid_api_key", "The API key is missing, unknown, revoked or expired.")
+    return DomainError(Code.INVALID_API_KEY, "The API key is missing, unknown, revoked or expired.")
 
 
 def usable_key_condition(alias: str) -> str:

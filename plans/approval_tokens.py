@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from kernel.problems import DomainError
+from kernel.problems import Code, DomainError
 from members.models import Agent
 from members.services import agent_require_active
 
@@ -48,22 +48,24 @@ def _approval_require(plan: Plan) -> None:
     if plan.approval == Plan.Approval.PENDING:
         if plan_approval_expire(plan=plan):
             raise DomainError(
-                "approval_expired", "Nobody decided within the team's approval window."
+                Code.APPROVAL_EXPIRED, "Nobody decided within the team's approval window."
             )
         raise DomainError(
-            "approval_pending",
+            Code.APPROVAL_PENDING,
             "The plan is waiting for a person's approval; ask again later.",
             headers={"Retry-After": str(APPROVAL_POLL_SECONDS)},
         )
     if plan.approval == Plan.Approval.EXPIRED:
-        raise DomainError("approval_expired", "Nobody decided within the team's approval window.")
+        raise DomainError(
+            Code.APPROVAL_EXPIRED, "Nobody decided within the team's approval window."
+        )
     if plan.approval == Plan.Approval.DENIED:
         raise DomainError(
-            "approval_denied", f"{plan.approval_by} denied the plan: {plan.approval_reason}"
+            Code.APPROVAL_DENIED, f"{plan.approval_by} denied the plan: {plan.approval_reason}"
         )
     if plan.approval != Plan.Approval.APPROVED:
         raise DomainError(
-            "approval_not_pending",
+            Code.APPROVAL_NOT_PENDING,
             "The plan needed no approval: its token came with the declaration; refresh it.",
         )
 
@@ -76,11 +78,11 @@ def _approved_token_issue(
     refusal.plan_from(plan)
     agent_require_active(agent=agent)
     if plan.status == Plan.Status.REVOKED:
-        raise DomainError("plan_revoked", "The plan was revoked; declare a new plan.")
+        raise DomainError(Code.PLAN_REVOKED, "The plan was revoked; declare a new plan.")
     _approval_require(plan)
     now = timezone.now()
     if plan.status == Plan.Status.EXPIRED or plan.is_expired(now):
-        raise DomainError("plan_expired", "The plan is past its lifetime; declare a new plan.")
+        raise DomainError(Code.PLAN_EXPIRED, "The plan is past its lifetime; declare a new plan.")
     return plan_token_sign_current(
         plan=plan, agent=agent, ttl=ttl, now=now, refusal=refusal, kind=PlanToken.Kind.ISSUE
     )

@@ -42,7 +42,7 @@ from django.utils import timezone
 from guard.claims import Approval
 from guard.errors import FieldError
 from guard.policy_review import StepReview, review_covers
-from kernel.problems import DomainError
+from kernel.problems import Code, DomainError
 
 from .models import Plan
 from .records import approval_decided_record, approval_expired_record, approval_requested_record
@@ -229,7 +229,7 @@ def approval_still_covers(*, plan: Plan, reviews: Sequence[StepReview]) -> Appro
     if reviews and (approval is None or not review_covers(approved_steps(plan), reviews)):
         covered = set(approved_steps(plan)) if approval is not None else set()
         raise DomainError(
-            "approval_required",
+            Code.APPROVAL_REQUIRED,
             "The policy now asks a person to approve steps nobody approved; declare the"
             " plan again to ask for approval.",
             errors=[
@@ -264,19 +264,20 @@ def plan_approver_refusal(plan: Plan, user: Any) -> DomainError | None:
     """
     if acts_for(user, plan):
         return DomainError(
-            "self_approval", "Nobody decides on a plan made for themselves; ask another approver."
+            Code.SELF_APPROVAL,
+            "Nobody decides on a plan made for themselves; ask another approver.",
         )
     if not getattr(user, "is_active", False) or not str(getattr(user, "email", "") or "").strip():
         return DomainError(
-            "permission_denied", "Only an active person with an e-mail address can decide."
+            Code.PERMISSION_DENIED, "Only an active person with an e-mail address can decide."
         )
     if not getattr(user, "is_staff", False):
-        return DomainError("permission_denied", "Only staff of the console decide on plans.")
+        return DomainError(Code.PERMISSION_DENIED, "Only staff of the console decide on plans.")
     pk = getattr(user, "pk", None)
     if pk is not None and plan_approvers(plan).filter(pk=pk).exists():
         return None
     return DomainError(
-        "permission_denied",
+        Code.PERMISSION_DENIED,
         f"Only a superuser, or staff of the team {plan.team.name} allowed to decide approvals"
         " (the Approvers or Team admins group), decides on its plans.",
     )
@@ -316,13 +317,13 @@ def plan_approval_decide(
     email = _approver_email(plan, by_user)
     if not approve and not reason:
         raise DomainError(
-            "invalid_request",
+            Code.INVALID_REQUEST,
             "A denial needs a reason: the agent shows it to its user.",
             errors=[FieldError("reason", "is required to deny")],
         )
     if len(reason) > MAX_REASON_LENGTH:
         raise DomainError(
-            "invalid_request",
+            Code.INVALID_REQUEST,
             f"The reason is longer than {MAX_REASON_LENGTH} characters.",
             errors=[FieldError("reason", f"must have at most {MAX_REASON_LENGTH} characters")],
         )
@@ -330,7 +331,7 @@ def plan_approval_decide(
         current = Plan.objects.select_for_update().get(pk=plan.pk)
         if not _waits(current):
             raise DomainError(
-                "approval_not_pending",
+                Code.APPROVAL_NOT_PENDING,
                 f"The plan is not waiting for a decision (status: {current.status}).",
             )
         expired = current.approval_deadline is not None and current.approval_deadline <= now
@@ -352,7 +353,7 @@ def plan_approval_decide(
             return ApprovalDecision(plan=plan, approved=approve, by=email, at=now, reason=reason)
     # Past the deadline: the request expires (as the sweep would have), then the refusal.
     plan_approval_expire(plan=plan, now=now)
-    raise DomainError("approval_expired", "Nobody decided within the team's approval window.")
+    raise DomainError(Code.APPROVAL_EXPIRED, "Nobody decided within the team's approval window.")
 
 
 def plan_approval_expire(*, plan: Plan, now: datetime | None = None) -> bool:

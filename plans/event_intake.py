@@ -37,7 +37,7 @@ from guard.claims import IntentClaims
 from guard.decisions import PlanOutcome
 from guard.errors import DocumentInvalid, FieldError
 from guard.events import EventBatch, GuardEvent, PlanEnd, validate_event_batch
-from kernel.problems import DomainError
+from kernel.problems import Code, DomainError
 from kernel.sql import row_insert_if_new, rows_insert
 from members.models import Agent
 
@@ -85,7 +85,9 @@ def plan_events_record(
     try:
         valid = validate_event_batch(batch, steps=len(plan.document["steps"]))
     except DocumentInvalid as exc:
-        raise DomainError("invalid_events", "The batch is not valid.", errors=exc.errors) from exc
+        raise DomainError(
+            Code.INVALID_EVENTS, "The batch is not valid.", errors=exc.errors
+        ) from exc
     if token is not None:
         valid = _vouched_by(token, plan, valid)
     versions = _policy_versions(plan, valid.events)
@@ -147,9 +149,9 @@ def _vouched_by(token: IntentClaims, plan: Plan, batch: EventBatch) -> EventBatc
     lost. The guard sends the newest token of the plan it holds, so only what it decided
     after that token expired (it could no longer refresh) is left out."""
     if token.jti != plan.id:
-        raise DomainError("plan_mismatch", "The token belongs to another plan.")
+        raise DomainError(Code.PLAN_MISMATCH, "The token belongs to another plan.")
     if token.ph != plan.hash:
-        raise DomainError("plan_mismatch", "The token carries another plan hash.")
+        raise DomainError(Code.PLAN_MISMATCH, "The token carries another plan hash.")
     until = datetime.fromtimestamp(token.exp + settings.PLANGATE_CLOCK_SKEW, tz=UTC)
     events = tuple(event for event in batch.events if event.occurred_at <= until)
     late = len(batch.events) - len(events)
@@ -228,7 +230,7 @@ def _policy_versions(plan: Plan, events: Sequence[GuardEvent]) -> PlanVersions:
         if event.policy_version is not None and event.policy_version not in numbers
     ]
     if errors:
-        raise DomainError("invalid_events", "The batch is not valid.", errors=errors)
+        raise DomainError(Code.INVALID_EVENTS, "The batch is not valid.", errors=errors)
     return PlanVersions(plan_version_id=issued_with.pk, tokens=tuple(tokens), named=named)
 
 

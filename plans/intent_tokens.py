@@ -18,7 +18,7 @@ from guard.claims import Approval, IntentClaims
 from guard.errors import TokenInvalid
 from guard.jwk import KeySet, public_jwk
 from guard.tokens import unverified_header, verify_intent_token
-from kernel.problems import DomainError
+from kernel.problems import Code, DomainError
 from members.models import Member
 from policies.models import PolicyVersion
 
@@ -125,4 +125,4 @@ def refresh_token_verify(
             require_unexpired=False,
         )
     except TokenInvalid as exc:
-        raise DomainError("invalid_token", f"The token is not valid: {exc.reason}.") from exc
+        raise DomainError(Code.INVALID_TOKEN, f"The token is not valid: {exc.reason}.") from exc

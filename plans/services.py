@@ -21,7 +21,7 @@ from guard.errors import DocumentInvalid, FieldError
 from guard.plan import plan_hash, validate_plan
 from guard.policy_evaluation import StepWarning, evaluate_plan, plan_argument_warnings
 from guard.policy_review import plan_reviews
-from kernel.problems import DomainError
+from kernel.problems import Code, DomainError
 from kernel.sql import row_insert, row_read, statement
 from members.models import Agent, Member, email_case_lookalike
 from members.services import agent_require_active
@@ -65,7 +65,7 @@ def plan_document_validate(document: object) -> dict:
         return validate_plan(document)
     except DocumentInvalid as exc:
         raise DomainError(
-            "invalid_plan",
+            Code.INVALID_PLAN,
             "The plan is invalid.",
             errors=[error.prefixed("plan") for error in exc.errors],
         ) from exc
@@ -85,7 +85,7 @@ def token_ttl_resolve(ttl: int | None) -> int:
     low, high = token_ttl_bounds()
     if not low <= ttl <= high:
         raise DomainError(
-            "invalid_request",
+            Code.INVALID_REQUEST,
             f"ttl must be between {low} and {high} seconds.",
             errors=[FieldError("ttl", f"must be between {low} and {high}")],
         )
@@ -99,12 +99,12 @@ def _member_require_known(member: Member | None, email: str) -> Member:
     KELVIN SIGN for ``k``): the plan would be signed for a look-alike of the member's
     address (docs/decisions/0059)."""
     if member is None:
-        raise DomainError("unknown_user", f"{email} is not a member of this agent's team.")
+        raise DomainError(Code.UNKNOWN_USER, f"{email} is not a member of this agent's team.")
     lookalike = email_case_lookalike(email)
     if lookalike is not None:
         named = f"U+{ord(lookalike):04X} {unicodedata.name(lookalike, 'character')}"
         raise DomainError(
-            "unknown_user",
+            Code.UNKNOWN_USER,
             f"The plan's user is no member's address: {named} only looks like a letter of "
             "one. Write the member's address as it is stored.",
             errors=[FieldError("plan.user", f"{named} only looks like a letter of an address")],
@@ -114,7 +114,7 @@ def _member_require_known(member: Member | None, email: str) -> Member:
 
 def _member_require_active(member: Member) -> Member:
     if not member.is_active:
-        raise DomainError("user_disabled", f"{member.email} is disabled.")
+        raise DomainError(Code.USER_DISABLED, f"{member.email} is disabled.")
     return member
 
 
@@ -130,13 +130,13 @@ def _admitted_policy_version(
     version, role, groups = context.version, context.role, context.groups
     if version is None:
         refusal.policy = agent.policy.slug
-        raise DomainError("policy_denied", "The agent's policy has no published version.")
+        raise DomainError(Code.POLICY_DENIED, "The agent's policy has no published version.")
     refusal.policy_from(version)
     denials = evaluate_plan(version.document, plan, role=role, groups=groups)
     if denials:
         refusal.rule = denial_rule(version.document, denials)
         raise DomainError(
-            "policy_denied",
+            Code.POLICY_DENIED,
             f"Policy {version.policy.slug} v{version.number} denies "
             f"{len(denials)} step(s) of the plan.",
             errors=[denial.error() for denial in denials],
@@ -300,17 +300,17 @@ def _plan_refresh(
         unrevoked_key=lambda kid: context.verifying_key if kid == context.verifying_kid else None,
     )
     if claims.jti != plan.id:
-        raise DomainError("plan_mismatch", "The token belongs to another plan.")
+        raise DomainError(Code.PLAN_MISMATCH, "The token belongs to another plan.")
     if claims.agent != agent.id:
-        raise DomainError("plan_mismatch", "The token was issued to another agent.")
+        raise DomainError(Code.PLAN_MISMATCH, "The token was issued to another agent.")
     if claims.ph != plan.hash:
-        raise DomainError("plan_mismatch", "The token carries another plan hash.")
+        raise DomainError(Code.PLAN_MISMATCH, "The token carries another plan hash.")
     agent_require_active(agent=agent)
     now = timezone.now()
     if plan.status == Plan.Status.REVOKED:
-        raise DomainError("plan_revoked", "The plan was revoked; declare a new plan.")
+        raise DomainError(Code.PLAN_REVOKED, "The plan was revoked; declare a new plan.")
     if plan.status == Plan.Status.EXPIRED or plan.is_expired(now):
-        raise DomainError("plan_expired", "The plan is past its lifetime; declare a new plan.")
+        raise DomainError(Code.PLAN_EXPIRED, "The plan is past its lifetime; declare a new plan.")
     return plan_token_sign_current(
         plan=plan,
         agent=agent,
@@ -370,7 +370,7 @@ def plan_token_sign_current(
         if locked is None:
             raise Plan.DoesNotExist("the plan was deleted while it was signed")
         if locked[0] == Plan.Status.REVOKED:
-            raise DomainError("plan_revoked", "The plan was revoked; declare a new plan.")
+            raise DomainError(Code.PLAN_REVOKED, "The plan was revoked; declare a new plan.")
         if kind == PlanToken.Kind.ISSUE and not plan.tokens.exists():
             plan_issued_record(
                 plan=plan,
@@ -435,7 +435,7 @@ def _plan_require_found(plan: Plan | None, plan_id: str) -> Plan:
     of this team or another, or for text that is no plan id."""
     if plan is None:
         shown = plan_id if _PLAN_ID.fullmatch(plan_id) else repr(plan_id)
-        raise DomainError("plan_not_found", f"No plan {shown} for this agent.")
+        raise DomainError(Code.PLAN_NOT_FOUND, f"No plan {shown} for this agent.")
     return plan
 
 

@@ -22,7 +22,7 @@ def policy_document_validate(document: object) -> dict:
         return validate_policy(document)
     except DocumentInvalid as exc:
         raise DomainError(
-            "invalid_policy", "The policy document is invalid.", errors=exc.errors
+            Code.INVALID_POLICY, "The policy document is invalid.", errors=exc.errors
         ) from exc
 
 

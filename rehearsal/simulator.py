@@ -37,7 +37,7 @@ from guard.offline import SIMULATED_PLAN_ID, call_decide, plan_answer, simulated
 from guard.policy import policy_hash
 from guard.policy_evaluation import StepDenial, StepWarning, rule_description
 from guard.policy_review import StepReview
-from kernel.problems import DomainError
+from kernel.problems import Code, DomainError
 from members.models import Member
 from plans.services import plan_document_validate
 from policies.models import Policy, PolicyVersion
@@ -199,7 +199,7 @@ def simulate_plan(*, version: SimulatedVersion, member: Member, document: object
     """Issuance's answer under ``version``. DomainError ``invalid_plan`` (paths under
     ``plan``) for a bad plan, ``unknown_user`` for a member of another team."""
     if member.team_id != version.policy.team_id:
-        raise DomainError("unknown_user", f"{member.email} is not a member of this team.")
+        raise DomainError(Code.UNKNOWN_USER, f"{member.email} is not a member of this team.")
     if isinstance(document, dict):
         document = {**document, "user": member.email}
     plan = plan_document_validate(document)

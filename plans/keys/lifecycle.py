@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from guard.jwk import b64url_encode, jwk_thumbprint, public_jwk
 from guard.utc import isoformat_z
-from kernel.problems import DomainError
+from kernel.problems import Code, DomainError
 
 from ..models import SigningKey
 from .activity import key_changes, signing_keys_change_record
@@ -346,7 +346,7 @@ def signing_key_revoke(*, kid: str, now: datetime | None = None) -> RevocationRe
         lock_all_keys()
         key = SigningKey.objects.filter(kid=kid).first()
         if key is None:
-            raise DomainError("not_found", f"No signing key {kid}.")
+            raise DomainError(Code.NOT_FOUND, f"No signing key {kid}.")
         if key.state == State.REVOKED:
             signing = (
                 SigningKey.objects.filter(state=State.ACTIVE).values_list("kid", flat=True).first()

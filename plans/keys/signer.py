@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from kernel.problems import DomainError
+from kernel.problems import Code, DomainError
 
 from ..models import SigningKey
 from .encryption import EncryptionKeyError, private_key_decrypt, require_authentic
@@ -57,12 +57,12 @@ def active_signer(active_key: SigningKey | None = None) -> Signer:
             logger.error("refusing to sign: no signing key exists and %s", exc)
     if key is None:
         logger.error("no active signing key: refusing to sign")
-        raise DomainError("no_signing_key", NO_ACTIVE_KEY)
+        raise DomainError(Code.NO_SIGNING_KEY, NO_ACTIVE_KEY)
     try:
         return Signer(kid=key.kid, private_key=private_key_decrypt(key))
     except EncryptionKeyError as exc:
         logger.error("refusing to sign: %s", exc)
-        raise DomainError("no_signing_key", UNUSABLE_KEY) from exc
+        raise DomainError(Code.NO_SIGNING_KEY, UNUSABLE_KEY) from exc
 
 
 def signing_readiness() -> str:
@@ -78,11 +78,11 @@ def signing_readiness() -> str:
     )
     if row is None:
         logger.warning("readiness: no active signing key")
-        raise DomainError("no_signing_key", NO_ACTIVE_KEY)
+        raise DomainError(Code.NO_SIGNING_KEY, NO_ACTIVE_KEY)
     kid, encrypted = row
     try:
         require_authentic(SigningKey(kid=kid, state=State.ACTIVE, private_key_encrypted=encrypted))
     except EncryptionKeyError as exc:
         logger.error("readiness: %s", exc)
-        raise DomainError("no_signing_key", UNUSABLE_KEY) from exc
+        raise DomainError(Code.NO_SIGNING_KEY, UNUSABLE_KEY) from exc
     return kid

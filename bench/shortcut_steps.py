@@ -27,7 +27,9 @@ import secrets
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -60,23 +62,26 @@ def _setup_django() -> None:
     database.setdefault("TEST", {})["NAME"] = f"test_{database['NAME']}_steps"
 
 
-def _steps() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
-    """(step, the framework's way, the shortcut) for each read step on the request path."""
-    from django.db import connection
+@dataclass(frozen=True)
+class IssuedBench:
+    """The bench team's member, policy version, agent and API key, with the 2-step plan
+    issued through the API: what every step of both scripts reads or writes."""
+
+    team: Any
+    member: Any
+    version: Any
+    agent: Any
+    plaintext: str
+    client: Any
+    issued: dict[str, Any]
+
+
+def issued_bench_plan() -> IssuedBench:
     from django.test import Client
-    from django.utils import timezone
     from run import BENCH_POLICY, BENCH_TEAM, BENCH_USER, bench_plan
 
-    from kernel.models import RateLimitWindow
-    from kernel.sql import counter_hits
-    from members.models import API_KEY_FORMAT, ApiKey
     from members.services import agent_create, api_key_create, member_upsert, team_get_or_create
-    from plans.models import Plan
-    from plans.selectors import plan_for_signing, signing_context_read
-    from plans.services import plan_get_for_agent
-    from plans.status_feed import status_queryset
     from policies.services import policy_set
-    from tests.plans.test_signing_context import orm_answer
 
     team = team_get_or_create(slug=BENCH_TEAM)
     member = member_upsert(team=team, email=BENCH_USER, role="engineer", groups=["bench"])
@@ -89,11 +94,30 @@ def _steps() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
     )
     if response.status_code != 201:
         raise RuntimeError(f"issuance failed: {response.status_code} {response.content[:300]!r}")
-    issued = response.json()
+    return IssuedBench(team, member, version, agent, plaintext, client, response.json())
+
+
+def _steps() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
+    """(step, the framework's way, the shortcut) for each read step on the request path."""
+    from django.db import connection
+    from django.utils import timezone
+    from run import BENCH_USER, bench_plan
+
+    from guard.jwk import b64url_decode
+    from kernel.models import RateLimitWindow
+    from kernel.sql import counter_hits
+    from members.models import API_KEY_FORMAT, ApiKey
+    from plans.models import Plan
+    from plans.selectors import plan_for_signing, signing_context_read
+    from plans.services import plan_get_for_agent
+    from plans.status_feed import status_queryset
+    from tests.plans.test_signing_context import orm_answer
+
+    bench = issued_bench_plan()
+    member, agent = bench.member, bench.agent
+    plaintext, client, issued = bench.plaintext, bench.client, bench.issued
     plan_id = issued["id"]
-    kid = json.loads(__import__("base64").urlsafe_b64decode(issued["token"].split(".")[0] + "=="))[
-        "kid"
-    ]
+    kid = json.loads(b64url_decode(issued["token"].split(".")[0], "header"))["kid"]
     lookup_id, secret = API_KEY_FORMAT.parse(plaintext) or ("", "")
     bucket = "auth_failure:127.0.0.1:60:1"
     RateLimitWindow.objects.create(bucket=bucket, window_end=2**40, hits=1)

@@ -52,9 +52,8 @@ def _steps() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
     """(step, the framework's way, kernel.sql's) for each hand-built INSERT."""
     from django.db import connection, transaction
     from django.db.models import Model
-    from django.test import Client
     from django.utils import timezone
-    from run import BENCH_POLICY, BENCH_TEAM, BENCH_USER, bench_plan
+    from run import BENCH_USER
 
     from audit.models import AuditRecord
     from audit.services import record_build
@@ -67,12 +66,6 @@ def _steps() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
         row_insert_if_new,
         rows_insert,
     )
-    from members.services import (
-        agent_create,
-        api_key_create,
-        member_upsert,
-        team_get_or_create,
-    )
     from plans.event_intake import (
         DECISION_RECORD_FIELDS,
         EVENT_FIELDS,
@@ -82,21 +75,11 @@ def _steps() -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
         _policy_versions,
     )
     from plans.models import Plan, PlanEvent, PlanEventBatch, PlanToken
-    from policies.services import policy_set
 
-    team = team_get_or_create(slug=BENCH_TEAM)
-    member = member_upsert(team=team, email=BENCH_USER, role="engineer", groups=["bench"])
-    version = policy_set(team=team, slug="bench", document=BENCH_POLICY)
-    agent = agent_create(team=team, name="bench", policy=version.policy)
-    _, plaintext = api_key_create(agent=agent)
-    client = Client(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
-    response = client.post(
-        "/v1/plans", json.dumps({"plan": bench_plan(2)}), content_type="application/json"
-    )
-    if response.status_code != 201:
-        raise RuntimeError(f"issuance failed: {response.status_code} {response.content[:300]!r}")
+    bench = shortcut_steps.issued_bench_plan()
+    team, member, agent = bench.team, bench.member, bench.agent
     plan = Plan.objects.select_related("policy_version__policy", "member", "team").get(
-        pk=response.json()["id"]
+        pk=bench.issued["id"]
     )
     now = timezone.now()
     numbers = itertools.count(1)

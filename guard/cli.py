@@ -24,6 +24,7 @@ from guard.decisions import Decision
 from guard.errors import DocumentInvalid, FieldError, TokenInvalid, WrongIssuer
 from guard.plan import plan_hash, validate_plan
 from guard.policy import policy_hash, validate_policy
+from guard.tokens import GUARD_CLOCK_SKEW_SECONDS
 
 __all__ = ["main"]
 
@@ -478,8 +479,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--leeway",
         type=_seconds,
-        default=30,
-        help="clock skew allowed, in seconds (default 30, as the guard)",
+        default=GUARD_CLOCK_SKEW_SECONDS,
+        help="clock skew allowed, in seconds (default %(default)s, as the guard)",
     )
     verify.add_argument("--json", action="store_true", help="wrap the answer in an object")
     verify.set_defaults(run=cmd_token_verify)

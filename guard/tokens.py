@@ -216,6 +216,12 @@ def verify_intent_token(
     )[1]
 
 
+# The clock skew a guard allows by default when it verifies its own token (Guard's
+# `clock_skew`, and `plangate token verify --leeway`): the control plane's and the agent's
+# clocks may disagree by this much.
+GUARD_CLOCK_SKEW_SECONDS: Final = 60
+
+
 def verify_token(
     token: str,
     keys: KeySet,

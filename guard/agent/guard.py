@@ -72,6 +72,7 @@ from guard.agent.tools import declare_plan_result
 from guard.decisions import Decision, PlanOutcome
 from guard.errors import DocumentInvalid, FieldError
 from guard.plan import plan_hash, validate_plan
+from guard.tokens import GUARD_CLOCK_SKEW_SECONDS
 
 __all__ = ["Guard"]
 
@@ -149,7 +150,7 @@ class Guard:
         report_queue_size: int | None = None,
         report_retry_max_delay: float = DEFAULT_RETRY_MAX_DELAY,
         jwks_min_refetch_interval: float = 30.0,
-        clock_skew: int = 60,
+        clock_skew: int = GUARD_CLOCK_SKEW_SECONDS,
         approval_wait_seconds: float = DEFAULT_APPROVAL_WAIT,
         approval_sleep: Callable[[float], object] | None = None,
     ) -> None:

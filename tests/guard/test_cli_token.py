@@ -4,6 +4,7 @@ tampered payload, another issuer, an expired one, signed by the server's own key
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 
@@ -11,6 +12,7 @@ import httpx
 import pytest
 from django.conf import settings
 
+from guard import Guard
 from guard.jwk import b64url_encode
 from guard.tokens import unverified_claims
 from plans.keys import active_signer
@@ -114,6 +116,25 @@ def test_an_expired_token_signed_by_the_server_is_token_expired(issued, jwks_url
 
     assert result.returncode == 1
     assert result.stderr.strip() == "token_expired: token expired"
+
+
+def test_the_default_leeway_is_the_guards_clock_skew(issued, jwks_url):
+    # A token expired 45 s ago: inside the guard's 60 s of skew, outside 30 s.
+    skew = inspect.signature(Guard).parameters["clock_skew"].default
+    assert skew == 60
+    claims = unverified_claims(issued)
+    now = int(time.time())
+    claims.update(iat=now - 945, exp=now - 45)
+    just_expired = active_signer().sign(claims)
+
+    by_default = verify(just_expired, jwks_url, "--issuer", settings.PLANGATE_ISSUER)
+    narrower = verify(
+        just_expired, jwks_url, "--issuer", settings.PLANGATE_ISSUER, "--leeway", "30"
+    )
+
+    assert by_default.returncode == 0, by_default.stderr
+    assert narrower.returncode == 1
+    assert narrower.stderr.strip() == "token_expired: token expired"
 
 
 def test_without_an_issuer_the_url_before_the_jwks_path_is_required(issued, jwks_url):

@@ -36,7 +36,7 @@ STREAM = "0f3c9a7be2d84c51a6b0e1f2d3c4b5a6"
 # runs each test in a transaction), the plan's tokens (which policy version each decision
 # was made under), and three inserts: the batch (ON CONFLICT DO NOTHING, no savepoint of
 # its own), its events, their decision records. 9 while the failures and the key were read
-# in one statement (73f4589 to 7492b36; decision 0061 split them again).
+# in one statement (73f4589 to 5ca17aa; decision 0061 split them again).
 EVENTS_QUERIES = 10
 
 

@@ -280,7 +280,8 @@ def rows_insert(template: Model, varying: Sequence[str], rows: Sequence[Sequence
         getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False)
         for field in varying_fields
     )
-    fixed_fields = [field for name, field in by_name.items() if name not in set(varying)]
+    varying_names = set(varying)
+    fixed_fields = [field for name, field in by_name.items() if name not in varying_names]
     fixed = _instance_values(template, [(field, _preparation(field)) for field in fixed_fields], db)
     preparations = [_preparation(field) for field in varying_fields]
     # _prepared, written out: the loop that runs for every value of a batch.

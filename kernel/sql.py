@@ -427,19 +427,27 @@ def counter_hit(bucket: str, window_end: int) -> int:
     atomic on SQLite and PostgreSQL alike, with no read-then-write race and no
     IntegrityError to retry. The ORM cannot say "count + 1 on conflict" in one statement.
     """
-    table = _counter_table()
-    source = "VALUES (%s, %s, 1)"
-    if connection.vendor == "postgresql" and not connection.in_atomic_block:
-        # The statement is its own transaction: its commit need not wait for the WAL to
-        # reach the disk (synchronous_commit off, for this transaction only). A counter is
-        # the one write a crash may lose the last fraction of a second of, harmlessly:
-        # the count is atomic and visible to every process as before. Inside a caller's
-        # transaction the setting would reach the caller's commit, so it is left alone.
-        source = "SELECT %s, %s, 1 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS c"
-    sql = (
-        f"INSERT INTO {table} (bucket, window_end, hits) {source} "
-        f"ON CONFLICT (bucket) DO UPDATE SET hits = {table}.hits + 1 RETURNING hits"
-    )
+    # The statement is its own transaction on PostgreSQL outside a caller's: its commit
+    # need not wait for the WAL to reach the disk (synchronous_commit off, for this
+    # transaction only). A counter is the one write a crash may lose the last fraction of
+    # a second of, harmlessly: the count is atomic and visible to every process as before.
+    # Inside a caller's transaction the setting would reach the caller's commit, so it is
+    # left alone.
+    asynchronous = connection.vendor == "postgresql" and not connection.in_atomic_block
+
+    def build() -> str:
+        table = _counter_table()
+        source = (
+            "SELECT %s, %s, 1 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS c"
+            if asynchronous
+            else "VALUES (%s, %s, 1)"
+        )
+        return (
+            f"INSERT INTO {table} (bucket, window_end, hits) {source} "
+            f"ON CONFLICT (bucket) DO UPDATE SET hits = {table}.hits + 1 RETURNING hits"
+        )
+
+    sql = statement("counter_hit_commit_async" if asynchronous else "counter_hit", build)
     row = row_read(sql, [bucket, window_end])
     assert row is not None  # RETURNING answers the row it wrote
     return int(row[0])

@@ -15,7 +15,13 @@ No server: the guard declares against an in-process stand-in of the control plan
 so the guard verifies them in full before any decision is timed. Each figure is the median
 of several repeats of many iterations timed with ``time.perf_counter_ns``.
 
-Run alone: ``python bench/bench_guard.py [--guard-iterations N] [--guard-profile]``.
+With ``--guard-baseline REV`` every version-1 shape is also timed on the guard of commit
+REV (``git archive`` of ``guard/`` into a temporary folder), in a second interpreter kept
+running, right after this checkout's guard: "no slower than before" is then a ratio measured
+in one run on one machine, not a figure from another day.
+
+Run alone: ``python bench/bench_guard.py [--guard-iterations N] [--guard-profile]
+[--guard-baseline REV]``.
 """
 
 from __future__ import annotations
@@ -24,9 +30,14 @@ import argparse
 import cProfile
 import io
 import json
+import os
 import pstats
+import shutil
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -37,13 +48,18 @@ import httpx
 import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the repository root
+# A baseline interpreter (`BaselineGuard`) imports another commit's guard from this folder.
+_BASELINE_GUARD = os.environ.get("PLANGATE_BENCH_GUARD_ROOT")
+if _BASELINE_GUARD:
+    sys.path.insert(0, _BASELINE_GUARD)
 
-from guard.agent import Guard
-from guard.jwk import KeySet, jwk_thumbprint, public_jwk
-from guard.plan import MAX_MAX_CALLS, plan_hash, validate_plan
-from guard.policy import policy_hash, validate_policy
-from guard.tokens import verify_token
+from guard.agent import Guard  # noqa: E402
+from guard.jwk import KeySet, jwk_thumbprint, public_jwk  # noqa: E402
+from guard.plan import MAX_MAX_CALLS, plan_hash, validate_plan  # noqa: E402
+from guard.policy import policy_hash, validate_policy  # noqa: E402
+from guard.tokens import verify_token  # noqa: E402
 
 ISSUER = "http://plangate.bench"
 USER = "alice@acme.dev"
@@ -61,6 +77,11 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
     )
     group.add_argument(
         "--guard-repeats", type=int, default=7, help="timed repeats per figure (default 7)"
+    )
+    group.add_argument(
+        "--guard-baseline",
+        metavar="REV",
+        help="also time the version-1 shapes on the guard of commit REV, in the same run",
     )
     group.add_argument(
         "--guard-profile",
@@ -204,6 +225,120 @@ def guard_for(control_plane: StandInControlPlane, plan: dict[str, Any], **option
     return guard
 
 
+def timed_repeat(function: Callable[[], object], iterations: int) -> float:
+    """Mean microseconds per call of `iterations` calls of `function`."""
+    start = time.perf_counter_ns()
+    for _ in range(iterations):
+        function()
+    return (time.perf_counter_ns() - start) / iterations / 1000
+
+
+class BaselineGuard:
+    """Another commit's guard, timed in its own interpreter kept running.
+
+    `git archive REV guard` is unpacked into a temporary folder, which the child puts first
+    on its path (it says which guard it imported, and this side checks). The child runs this
+    same file (`serve_baseline`), so the shapes, the stand-in control plane and the timing
+    loop are this checkout's: only the guard differs.
+    """
+
+    def __init__(self, revision: str) -> None:
+        self.revision = revision
+        self.folder = tempfile.mkdtemp(prefix="plangate-guard-baseline-")
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", revision, "guard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(self.folder, filter="data")
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--serve-baseline"],
+            env={**os.environ, "PLANGATE_BENCH_GUARD_ROOT": self.folder},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        imported = self._ask({"op": "hello"})["guard"]
+        if not Path(imported).resolve().is_relative_to(Path(self.folder).resolve()):
+            self.close()
+            raise RuntimeError(f"the baseline imported the wrong guard: {imported}")
+
+    def _ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError("the baseline interpreter stopped")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def prepare(self, plan: dict[str, Any], policy: dict[str, Any], call: dict[str, Any]) -> None:
+        self._ask({"op": "prepare", "plan": plan, "policy": policy, "call": call})
+
+    def repeat(self, iterations: int) -> float:
+        return float(self._ask({"op": "repeat", "iterations": iterations})["us"])
+
+    def close(self) -> None:
+        try:
+            self._ask({"op": "close"})
+            self.process.wait(timeout=30)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def serve_baseline() -> int:
+    """The child side of `BaselineGuard`: one JSON request per line on stdin."""
+    import guard
+
+    current: Guard | None = None
+    call: dict[str, Any] = {}
+    for line in sys.stdin:
+        request = json.loads(line)
+        op = request["op"]
+        if op == "hello":
+            answer: dict[str, Any] = {"guard": str(Path(guard.__file__).parent)}
+        elif op == "prepare":
+            if current is not None:
+                current.close()
+            call = request["call"]
+            control_plane = StandInControlPlane(request["policy"])
+            current = guard_for(control_plane, request["plan"], report=False)
+            for _ in range(1000):
+                current.check(TOOL, call)  # warm, as per_call_microseconds does
+            answer = {"ok": True}
+        elif op == "repeat":
+            assert current is not None
+            answer = {
+                "us": timed_repeat(
+                    lambda g=current, c=call: g.check(TOOL, c), request["iterations"]
+                )
+            }
+        else:
+            if current is not None:
+                current.close()
+            print(json.dumps({"ok": True}), flush=True)
+            return 0
+        print(json.dumps(answer), flush=True)
+    return 0
+
+
+def side_by_side(
+    function: Callable[[], object], baseline: BaselineGuard, iterations: int, repeats: int
+) -> tuple[float, float]:
+    """Medians (us per call) of this guard and the baseline, their repeats interleaved."""
+    for _ in range(min(iterations, 1000)):
+        function()
+    ours, theirs = [], []
+    for _ in range(repeats):
+        ours.append(timed_repeat(function, iterations))
+        theirs.append(baseline.repeat(iterations))
+    return statistics.median(ours), statistics.median(theirs)
+
+
 def main(args: argparse.Namespace) -> int:
     iterations = max(1, getattr(args, "guard_iterations", 20_000))
     repeats = max(1, getattr(args, "guard_repeats", 7))
@@ -224,6 +359,9 @@ def main(args: argparse.Namespace) -> int:
     rows = []
     worst_ratio = 0.0
     profile_target: Guard | None = None
+    revision = getattr(args, "guard_baseline", None)
+    baseline = BaselineGuard(revision) if revision else None
+    compared: list[list[str]] = []
     for name, steps, steps_for_tool, rules, rules_for_tool in shapes:
         plan = bench_plan(steps, for_the_tool=steps_for_tool)
         policy = bench_policy(rules, for_the_tool=rules_for_tool)
@@ -232,7 +370,16 @@ def main(args: argparse.Namespace) -> int:
         logged = guard_for(control_plane, plan, report=True, report_queue_size=10_000_000)
         keys = KeySet(control_plane.jwks)
         token = control_plane.tokens[0]
-        decision = per_call_microseconds(lambda g=quiet: g.check(TOOL, CALL), iterations, repeats)
+        if baseline is None:
+            decision = per_call_microseconds(
+                lambda g=quiet: g.check(TOOL, CALL), iterations, repeats
+            )
+        else:
+            baseline.prepare(plan, policy, CALL)
+            decision, before = side_by_side(
+                lambda g=quiet: g.check(TOOL, CALL), baseline, iterations, repeats
+            )
+            compared.append([name, f"{before:.2f}", f"{decision:.2f}", f"{decision / before:.2f}"])
         with_log = per_call_microseconds(lambda g=logged: g.check(TOOL, CALL), iterations, repeats)
         verification = per_call_microseconds(
             lambda t=token, k=keys: verify_token(t, k, issuer=ISSUER),
@@ -286,6 +433,10 @@ def main(args: argparse.Namespace) -> int:
         f"worst case: a decision costs 1/{1 / worst_ratio:.0f} of a verification"
         f" (target under 1/{TARGET_RATIO})"
     )
+    if baseline is not None:
+        baseline.close()
+        print(f"\nthis checkout's Guard.check against commit {revision}'s, repeats interleaved:")
+        _print_table(["shape", f"{revision} us", "now us", "now / before"], compared)
     if getattr(args, "guard_profile", False) and profile_target is not None:
         _profile(profile_target, iterations)
     if profile_target is not None:
@@ -322,6 +473,8 @@ def _print_table(headers: list[str], rows: list[list[str]]) -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve-baseline"]:
+        sys.exit(serve_baseline())
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_arguments(parser.add_argument_group("guard"))
     sys.exit(main(parser.parse_args()))

@@ -45,6 +45,7 @@ __all__ = [
     "plan_removed_params",
     "plan_update_params",
     "read_plan_update",
+    "waits_for",
 ]
 
 PENDING: Final = "pending"
@@ -82,21 +83,56 @@ def _constraint_text(name: str, constraint: Mapping[str, Any]) -> str:
         return f"{name} <= {_value_text(value)}"
     if operator == "gte":
         return f"{name} >= {_value_text(value)}"
+    if operator == "subpath":
+        return f"{name} under {value}"
+    if operator == "url":
+        return f"{name} a URL within {_value_text(value)}"
+    if operator == "cidr":
+        return f"{name} an address in {_value_text(value)}"
+    if operator == "argv":
+        return f"{name} a command of {_value_text(value)}"
+    if operator == "type":
+        return f"{name} of type {value}"
+    if operator == "maxLength":
+        return f"{name} at most {_value_text(value)} characters"
     return f"{name} {operator} {_value_text(value)}"  # pragma: no cover - validated plans
 
 
 def describe_step(step: Mapping[str, Any]) -> str:
     """A readable line for a normalised plan step, e.g.
-    ``github_list_issues with repo = "acme/app" (up to 3 calls)``."""
+    ``github_list_issues with repo = "acme/app" (up to 3 calls)``; a version-2 step also
+    gives its id, the steps it comes after and whether it refuses other arguments:
+    ``write: fs_write with path under /srv/repo (up to 20 calls, after read, no other
+    arguments)``."""
     text: str = step["tool"]
+    step_id = step.get("id")
+    if isinstance(step_id, str):
+        text = f"{step_id}: {text}"
     args = step.get("args") or {}
     if args:
         text += " with " + ", ".join(
             _constraint_text(name, constraint) for name, constraint in args.items()
         )
     max_calls = step.get("maxCalls", 20)
-    text += f" (up to {max_calls} call{'s' if max_calls != 1 else ''})"
+    limits = [f"up to {max_calls} call{'s' if max_calls != 1 else ''}"]
+    after = step.get("after") or ()
+    if after:
+        limits.append("after " + ", ".join(str(name) for name in after))
+    if step.get("additionalArgs") is False:
+        limits.append("no other arguments")
+    text += f" ({', '.join(limits)})"
     return text
+
+
+def waits_for(steps: Sequence[Mapping[str, Any]], statuses: Sequence[str]) -> list[list[str]]:
+    """For each step, the ids its ``after`` names whose step has not completed yet, in the
+    order ``after`` gives them: what a call of that step still waits for."""
+    completed = {
+        step["id"]
+        for step, status in zip(steps, statuses, strict=True)
+        if status == COMPLETED and isinstance(step.get("id"), str)
+    }
+    return [[name for name in step.get("after") or () if name not in completed] for step in steps]
 
 
 def plan_update_params(
@@ -112,12 +148,17 @@ def plan_update_params(
     """The ``session/update`` params showing the plan with each step's status.
 
     `plan_updates` true gives the v2 ``plan_update`` (items); false the stable v1 ``plan``.
-    Each entry's ``_meta.plangate`` names its step: ``index`` from 0 (in the plan's
-    ``steps``) and ``number`` from 1, as texts for people count (``step`` is ``index``'s
-    older name, kept for the clients that read it). `approval_url`, for a plan awaiting
-    a person's approval, is where they decide: the plan's ``_meta.plangate.approvalUrl``.
+    Entries are the plan's steps in the plan's order. Each entry's ``_meta.plangate``
+    names its step: ``index`` from 0 (in the plan's ``steps``) and ``number`` from 1, as
+    texts for people count (``step`` is ``index``'s older name, kept for the clients that
+    read it). A version-2 step adds its ``id`` when it has one and, when it comes after
+    other steps, ``after`` (the ids it names) and ``waitsFor`` (those not completed yet:
+    until it is empty, a call of the step is blocked ``out_of_order``). `approval_url`,
+    for a plan awaiting a person's approval, is where they decide: the plan's
+    ``_meta.plangate.approvalUrl``.
     """
     entries = []
+    waiting = waits_for(steps, statuses)
     for index, (step, status) in enumerate(zip(steps, statuses, strict=True)):
         content = describe_step(step)
         meta: dict[str, Any] = {
@@ -126,6 +167,11 @@ def plan_update_params(
             "step": index,
             "tool": step["tool"],
         }
+        if isinstance(step.get("id"), str):
+            meta["id"] = step["id"]
+        if step.get("after"):
+            meta["after"] = list(step["after"])
+            meta["waitsFor"] = waiting[index]
         if not plan_updates and status == CANCELLED:
             content = f"[cancelled] {content}"
             meta["status"] = CANCELLED

@@ -12,7 +12,8 @@ A batch (camelCase on the wire)::
      "events": [{"at": "2026-11-30T09:00:00.250000Z", "tool": "github_list_issues",
                  "decision": "allowed", "step": 0, "reason": "...",
                  "rule": {"index": 0, "description": "allow github_* (rules[0])"},
-                 "policyVersion": 3, "argsDigest": "<sha-256 hex>", "args": {...}}],
+                 "policyVersion": 3, "argsDigest": "<sha-256 hex>", "args": {...},
+                 "amounts": {"refunds": 120}}],
      "displayUpdates": [{"at": "...", "message": {<ACP session/update params>}}],
      "end": {"outcome": "completed"}}
 
@@ -25,6 +26,9 @@ A batch (camelCase on the wire)::
   policy's ``rules``; people-facing texts (``reason``) count steps from 1.
 * ``rule``: the policy rule that decided (``index`` null: the policy default); left out
   when the policy was not consulted (the call matched no step, say).
+* ``amounts``: on an allowed call of a step that budgets of a version-2 plan cover, what
+  the call counted against each of them (budget id -> amount); sent whether or not the
+  team keeps arguments, as the budget's use is the plan's own accounting.
 * ``end``: the plan is over for the agent: ``completed`` (every required step ran),
   ``ended``, or ``token_refused`` (the guard refused the token it was given; ``reason``).
 
@@ -34,6 +38,7 @@ A batch carries at least one event, display update, lost decision or end.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -88,6 +93,11 @@ STREAM_ID_PATTERN = rf"^[A-Za-z0-9_-]{{{MIN_STREAM_ID_LENGTH},{MAX_STREAM_ID_LEN
 _STREAM_ID = re.compile(STREAM_ID_PATTERN)
 # Far longer than any RFC 3339 date-time; keeps fromisoformat away from long garbage.
 _MAX_TIME_LENGTH = 40
+# A budget's id, as a version-2 plan names it (docs/decisions/0066), and the most budgets a
+# plan has: an allowed call counts against at most that many.
+BUDGET_ID_PATTERN = r"^[a-z0-9_-]{1,32}$"
+_BUDGET_ID = re.compile(BUDGET_ID_PATTERN)
+MAX_EVENT_AMOUNTS = 20
 
 
 # --- declaring (the schema) -------------------------------------------------------------
@@ -100,8 +110,8 @@ def event_batch_json_schema() -> dict[str, Any]:
     `validate_event_batch` remains the authority; what JSON Schema does not say here: an
     event's step indexes the plan's steps, a date-time is ISO 8601 with a time zone, a
     display update's message is at most MAX_DISPLAY_UPDATE_BYTES of compact JSON, integers
-    written as 1.0 are refused, and null stands for an absent ``stream``, ``seq``,
-    ``events`` or ``displayUpdates``.
+    written as 1.0 are refused, an amount is finite, and null stands for an absent
+    ``stream``, ``seq``, ``events`` or ``displayUpdates``.
     """
     time = {"type": "string", "format": "date-time", "maxLength": _MAX_TIME_LENGTH}
     rule = {
@@ -150,11 +160,21 @@ def event_batch_json_schema() -> dict[str, Any]:
                 " they were not JSON",
             },
             "args": {"type": "object", "description": "the call's arguments, when reported"},
+            "amounts": {
+                "type": "object",
+                "description": "what an allowed call of a budgeted step counted against each"
+                " budget of the plan: budget id -> amount",
+                "propertyNames": {"pattern": BUDGET_ID_PATTERN},
+                "additionalProperties": {"type": "number", "minimum": 0},
+                "maxProperties": MAX_EVENT_AMOUNTS,
+            },
         },
         "required": ["at", "tool", "decision"],
         "additionalProperties": False,
         "if": {"properties": {"decision": {"const": Decision.ALLOWED.value}}},
         "then": {"required": ["step"], "properties": {"step": {"type": "integer"}}},
+        # Only what the guard allowed counts against a budget.
+        "else": {"not": {"required": ["amounts"]}},
     }
     display_update = {
         "type": "object",
@@ -263,6 +283,8 @@ class GuardEvent:
     args: dict[str, Any] | None
     rule: RuleRef | None = None  # None: the policy was not consulted
     policy_version: int | None = None  # the version the token in force carried
+    # budget id -> what this allowed call counted against it; None: no budget covers it
+    amounts: dict[str, int | float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,10 +331,12 @@ def guard_event_json(
     rule_index: int | None = None,
     rule_description: str | None = None,
     policy_version: int | None = None,
+    amounts: Mapping[str, int | float] | None = None,
 ) -> dict[str, Any]:
     """One event of a batch. A tool that is not a name (the agent can pass anything) is
     shown by its repr, and texts are cut to the limits, so the event is always accepted.
-    `rule_description` None leaves the rule out (the policy was not consulted)."""
+    `rule_description` None leaves the rule out (the policy was not consulted); `amounts`
+    (an allowed call's, budget id -> amount) None or empty leaves them out."""
     text = tool if isinstance(tool, str) else repr(tool)
     event: dict[str, Any] = {
         "at": timestamp(at),
@@ -336,6 +360,8 @@ def guard_event_json(
         event["argsDigest"] = args_digest
         if args is not None:
             event["args"] = args
+    if amounts:
+        event["amounts"] = dict(amounts)
     return event
 
 
@@ -597,6 +623,9 @@ def _event(
         or policy_version < 1
     ):
         errors.append(FieldError(f"{path}.policyVersion", "expected a policy version number"))
+    amounts = _amounts(event["amounts"], f"{path}.amounts", errors) if "amounts" in event else None
+    if amounts is not None and decision != Decision.ALLOWED:
+        errors.append(FieldError(f"{path}.amounts", "only an allowed call counts amounts"))
     # The isinstance checks repeat what the errors above already say, for the type checker.
     if (
         len(errors) > before
@@ -615,7 +644,33 @@ def _event(
         args=event.get("args"),
         rule=rule,
         policy_version=policy_version,
+        amounts=amounts,
     )
+
+
+def _amounts(amounts: object, path: str, errors: list[FieldError]) -> dict[str, int | float] | None:
+    """An allowed call's amounts: at most MAX_EVENT_AMOUNTS budget ids, each to a finite
+    number that is not negative (a boolean is not a number)."""
+    if not isinstance(amounts, dict):
+        errors.append(FieldError(path, "expected an object"))
+        return None
+    if len(amounts) > MAX_EVENT_AMOUNTS:
+        errors.append(FieldError(path, f"at most {MAX_EVENT_AMOUNTS} budgets"))
+        return None
+    before = len(errors)
+    for budget, amount in amounts.items():
+        if not isinstance(budget, str) or not _BUDGET_ID.fullmatch(budget):
+            errors.append(
+                FieldError(f"{path}.{budget}", "a budget id is 1 to 32 of a-z, 0-9, _ and -")
+            )
+        elif (
+            isinstance(amount, bool)
+            or not isinstance(amount, int | float)
+            or not math.isfinite(amount)
+            or amount < 0
+        ):
+            errors.append(FieldError(f"{path}.{budget}", "expected a finite number, not negative"))
+    return dict(amounts) if len(errors) == before else None
 
 
 def _display_update(update: object, path: str, errors: list[FieldError]) -> DisplayUpdate | None:

@@ -113,6 +113,19 @@ events = objects(
         "policyVersion": mostly(one_of(1, 3, None), one_of(0, -1, True, "1")),
         "argsDigest": mostly(one_of("", DIGEST), one_of(DIGEST.upper(), "abc", DIGEST + "0", 1)),
         "args": mostly(one_of({}, {"repo": "acme/app"}), one_of(None, [], "repo")),
+        "amounts": mostly(
+            one_of({}, {"refunds": 120}, {"b" * 32: 0.25, "c_2-x": 0}),
+            one_of(
+                {"refunds": -1},
+                {"refunds": True},
+                {"refunds": "1"},
+                {"Refunds": 1},
+                {"b" * 33: 1},
+                {f"b{index}": 1 for index in range(21)},
+                [],
+                None,
+            ),
+        ),
     },
     required=("at", "tool", "decision"),
 )
@@ -204,6 +217,9 @@ def test_every_batch_the_reporter_builds_satisfies_the_schema() -> None:
                 rule_description="",
                 policy_version=3,
             ),
+            guard_event_json(
+                at=2.0, tool="refund", decision="allowed", step=1, amounts={"refunds": 12.5}
+            ),
         ],
         display_updates=[display_update_json(at=2.0, message={"sessionUpdate": "plan"})],
         stream="stream-0123456789",
@@ -224,6 +240,7 @@ def test_every_batch_the_reporter_builds_satisfies_the_schema() -> None:
         {"events": [{**VALID_EVENT, "at": "2026-11-30T09:00:00"}]},
         {"lost": 1.0},
         {"displayUpdates": [{"message": {"text": "x" * 70_000}}]},
+        {"events": [{**VALID_EVENT, "amounts": {"refunds": float("inf")}}]},
     ],
 )
 def test_rules_beyond_json_schema_are_enforced_by_the_validator(batch: object) -> None:

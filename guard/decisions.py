@@ -21,6 +21,11 @@ class Decision(StrEnum):
     AGENT_DISABLED = "agent_disabled"
     INVALID_ARGUMENTS = "invalid_arguments"
     APPROVAL_PENDING = "approval_pending"  # the plan awaits a person's approval
+    # Version-2 plans (docs/decisions/0066): a step waiting for the steps of its `after`, a
+    # budget the call would pass, an argument a closed step (`additionalArgs: false`) lacks.
+    OUT_OF_ORDER = "out_of_order"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    UNEXPECTED_ARGUMENT = "unexpected_argument"
 
 
 DECISION_CODES: frozenset[str] = frozenset(code.value for code in Decision)

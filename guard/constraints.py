@@ -20,6 +20,24 @@ key      value                a call argument satisfies it when
 ``gte``  number               it is a number (not a boolean) and is >= the value
 ======== ==================== ================================================================
 
+Plan and policy version 2 add (`OPERATORS_V2`; docs/decisions/0066, section 2):
+
+============= ================== ===========================================================
+key           value              a call argument satisfies it when
+============= ================== ===========================================================
+``type``      a JSON type name   its JSON type is that one (`JSON_TYPES`): ``integer`` is a
+                                 finite number with an integral value (``1.0`` counts), a
+                                 boolean is never a number; ``number`` is a finite number
+``maxLength`` integer 0..10**6   it is valid Unicode text of at most that many code points
+``subpath``   see guard.paths    a path lexically under a base
+``url``       see guard.urls     a URL of listed schemes, hosts, ports and path prefix
+``cidr``      see guard.addresses an IP address inside one of the networks
+``argv``      see guard.commands a command line of a listed program
+============= ================== ===========================================================
+
+The last four (*shape operators*) live in their own modules, which export the same
+functions (`SHAPE_MODULES`); this module dispatches to them.
+
 Size bounds, so a document cannot make validation or matching expensive: a glob or regex
 pattern has at most 1,000 characters (`MAX_PATTERN_LENGTH`), an ``in`` array at most 1,000
 members (`MAX_IN_MEMBERS`), an ``eq`` value or ``in`` member at most 10,000 elements nested
@@ -36,16 +54,19 @@ Deny rules read the same constraints the other way round and fail closed: see gu
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Callable, Mapping
-from functools import partial
+from functools import cache, partial
 from typing import Any, Final
 
 from guard._document import (
+    check_integer,
     check_literal,
     check_number,
     check_string,
     index_path,
     is_number,
+    is_valid_unicode,
     key_path,
     type_name,
 )
@@ -63,22 +84,38 @@ from guard.patterns import (
 )
 
 __all__ = [
+    "JSON_TYPES",
     "MAX_ARGS",
     "MAX_ARG_NAME_LENGTH",
     "MAX_IN_MEMBERS",
+    "MAX_LENGTH_LIMIT",
     "MAX_PATTERN_LENGTH",
     "OPERATORS",
+    "OPERATORS_V2",
+    "SHAPE_MODULES",
     "ArgsMatcher",
     "Matcher",
     "compile_args",
     "compile_constraint",
     "json_equal",
+    "json_type",
     "scalar_key",
+    "shape_module",
     "validate_args",
     "validate_constraint",
 ]
 
 OPERATORS: Final = ("eq", "in", "glob", "regex", "lte", "gte")
+OPERATORS_V2: Final = (*OPERATORS, "subpath", "url", "cidr", "argv", "type", "maxLength")
+JSON_TYPES: Final = ("string", "integer", "number", "boolean", "array", "object")
+MAX_LENGTH_LIMIT: Final = 1_000_000
+#: the shape operators and the modules that implement them
+SHAPE_MODULES: Final = {
+    "subpath": "guard.paths",
+    "url": "guard.urls",
+    "cidr": "guard.addresses",
+    "argv": "guard.commands",
+}
 MAX_PATTERN_LENGTH: Final = 1_000
 MAX_IN_MEMBERS: Final = 1_000
 MAX_ARGS: Final = 100
@@ -86,8 +123,8 @@ MAX_ARG_NAME_LENGTH: Final = 200
 
 ArgsMatcher = Callable[[Any], bool]
 
-_OPERATOR_SET: Final = frozenset(OPERATORS)
 _MISSING: Final = object()
+_INFINITY: Final = float("inf")
 
 
 # --- equality ----------------------------------------------------------------------------
@@ -185,32 +222,130 @@ def _at_least(limit: float, value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value >= limit
 
 
+def json_type(value: Any) -> str | None:
+    """The JSON type of a call argument as `type` names it (``integer`` for a finite
+    number with an integral value, ``number`` for another finite number), ``null``, or
+    None for a value with no JSON type (a non-finite number, a Python object)."""
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        if not -_INFINITY < value < _INFINITY:
+            return None
+        return "integer" if value.is_integer() else "number"
+    if value is None:
+        return "null"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return None
+
+
+def _is_string(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_integer(value: Any) -> bool:
+    if isinstance(value, int):
+        return not isinstance(value, bool)
+    return isinstance(value, float) and value.is_integer()  # False for NaN and infinities
+
+
+def _is_finite_number(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and -_INFINITY < value < _INFINITY
+    )
+
+
+def _is_boolean(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, list | tuple)
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, Mapping)
+
+
+_TYPE_MATCHERS: Final[dict[str, Matcher]] = {
+    "string": _is_string,
+    "integer": _is_integer,
+    "number": _is_finite_number,
+    "boolean": _is_boolean,
+    "array": _is_array,
+    "object": _is_object,
+}
+
+
+def _at_most_characters(limit: int, value: Any) -> bool:
+    # isascii() is O(1): the encoding test runs for other text only.
+    return (
+        isinstance(value, str)
+        and len(value) <= limit
+        and (value.isascii() or is_valid_unicode(value))
+    )
+
+
+@cache
+def shape_module(operator: str) -> Any:
+    """The module implementing a shape operator (`SHAPE_MODULES`); LookupError when the
+    operator is none, or its module cannot be imported here."""
+    name = SHAPE_MODULES.get(operator)
+    if name is None:
+        raise LookupError(f"not a shape operator: {operator!r}")
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        raise LookupError(f"the {operator!r} operator is not available") from error
+
+
+def _never_raising(matcher: Matcher) -> Matcher:
+    def guarded(value: Any) -> bool:
+        try:
+            return matcher(value) is True
+        except Exception:  # a value the module did not foresee does not match
+            return False
+
+    return guarded
+
+
 # --- validation --------------------------------------------------------------------------
 
 
-def validate_constraint(value: object, path: str) -> list[FieldError]:
-    """Every problem with one constraint object found at `path`."""
+def validate_constraint(
+    value: object, path: str, *, operators: tuple[str, ...] = OPERATORS
+) -> list[FieldError]:
+    """Every problem with one constraint object found at `path`, whose operator must be one
+    of `operators` (version 1's by default; `OPERATORS_V2` for a version-2 document)."""
     if not isinstance(value, Mapping):
         return [
             FieldError(
                 path,
-                f"must be an object with exactly one operator ({', '.join(OPERATORS)}),"
+                f"must be an object with exactly one operator ({', '.join(operators)}),"
                 f" not {type_name(value)}",
             )
         ]
     errors: list[FieldError] = []
     for key in value:
-        if key not in _OPERATOR_SET:
-            detail = f"unknown operator (expected one of {', '.join(OPERATORS)})"
+        if key not in operators:
+            detail = f"unknown operator (expected one of {', '.join(operators)})"
             if isinstance(key, str):
-                close = difflib.get_close_matches(key, OPERATORS, n=1)
+                close = difflib.get_close_matches(key, operators, n=1)
                 if close:
                     detail += f"; did you mean {close[0]!r}?"
             errors.append(FieldError(key_path(path, key), detail))
     if len(value) != 1:
         found = "none" if not value else f"{len(value)} keys"
         errors.append(FieldError(path, f"must have exactly one operator, found {found}"))
-    for operator in OPERATORS:
+    for operator in operators:
         if operator in value:
             _validate_operand(operator, value[operator], key_path(path, operator), errors)
     return errors
@@ -243,12 +378,27 @@ def _validate_operand(operator: str, operand: object, path: str, errors: list[Fi
                 compile_re2(operand)
             except ValueError as error:
                 errors.append(FieldError(path, f"invalid RE2 regular expression: {error}"))
-    else:  # lte, gte
+    elif operator in ("lte", "gte"):
         check_number(operand, path, errors)
+    elif operator == "type":
+        if not isinstance(operand, str) or operand not in JSON_TYPES:
+            errors.append(FieldError(path, f"must be one of {', '.join(JSON_TYPES)}"))
+    elif operator == "maxLength":
+        check_integer(operand, path, errors, minimum=0, maximum=MAX_LENGTH_LIMIT)
+    else:
+        try:
+            module = shape_module(operator)
+        except LookupError:
+            errors.append(FieldError(path, f"operator {operator!r} is not available here"))
+            return
+        module.check_operand(operand, path, errors)
 
 
-def validate_args(value: object, path: str) -> list[FieldError]:
-    """Every problem with an ``args`` object (argument name -> constraint) at `path`."""
+def validate_args(
+    value: object, path: str, *, operators: tuple[str, ...] = OPERATORS
+) -> list[FieldError]:
+    """Every problem with an ``args`` object (argument name -> constraint) at `path`, whose
+    constraints may use `operators` (version 1's by default)."""
     if not isinstance(value, Mapping):
         return [FieldError(path, f"must be an object, not {type_name(value)}")]
     errors: list[FieldError] = []
@@ -265,7 +415,7 @@ def validate_args(value: object, path: str) -> list[FieldError]:
             )
         else:
             check_string(name, name_path, errors, max_length=MAX_ARG_NAME_LENGTH)
-        errors.extend(validate_constraint(constraint, name_path))
+        errors.extend(validate_constraint(constraint, name_path, operators=operators))
     return errors
 
 
@@ -287,6 +437,16 @@ def compile_constraint(constraint: Mapping[str, Any]) -> Matcher:
         return re2_full_matcher(operand)
     if operator in ("lte", "gte") and is_number(operand):
         return partial(_at_most if operator == "lte" else _at_least, operand)
+    if operator == "type" and operand in _TYPE_MATCHERS:
+        return _TYPE_MATCHERS[operand]
+    if operator == "maxLength" and isinstance(operand, int) and not isinstance(operand, bool):
+        return partial(_at_most_characters, operand)
+    if operator in SHAPE_MODULES:
+        try:
+            module = shape_module(operator)
+        except LookupError as error:
+            raise ValueError(str(error)) from error
+        return _never_raising(module.compile_matcher(operand))
     raise ValueError(f"not a valid constraint: {operator!r}")
 
 

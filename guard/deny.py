@@ -14,6 +14,13 @@ can be trusted, and it fails the comparison:
   admits no value of either type as outside it).
 * ``glob`` / ``regex``: the value is valid Unicode text and does not match.
 * ``lte L`` / ``gte L``: the value is a finite number (not a boolean) above L / below L.
+* ``type T``: the value has another JSON type (`guard.constraints.json_type`: a finite
+  number with a fraction is not an ``integer``), except a string a tool may read as a
+  number against ``integer`` or ``number`` (`may_read_as_number`).
+* ``maxLength N``: the value is valid Unicode text of more than N code points (code points
+  never outnumber UTF-16 units or UTF-8 bytes, so this holds in every unit).
+* ``subpath``, ``url``, ``cidr``, ``argv``: as their modules' ``compile_excluder`` say
+  (docs/decisions/0066, section 3).
 
 Anything else -- a missing argument, ``"5000"`` or ``[5000]`` or ``true`` for a number, NaN
 or an infinity, an object for a string -- counts as a match, since the tool behind the
@@ -23,14 +30,22 @@ call may well read it as the value the rule forbids.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from functools import partial
 from typing import Any, Final
 
 from guard._document import is_number, is_valid_unicode
-from guard.constraints import ArgsMatcher, Matcher, compile_constraint
+from guard.constraints import (
+    SHAPE_MODULES,
+    ArgsMatcher,
+    Matcher,
+    compile_constraint,
+    json_type,
+    shape_module,
+)
 
-__all__ = ["compile_deny_args", "compile_exclusion", "provably_different"]
+__all__ = ["compile_deny_args", "compile_exclusion", "may_read_as_number", "provably_different"]
 
 _INFINITY: Final = math.inf
 _MISSING: Final = object()
@@ -155,6 +170,45 @@ def _below(limit: float, value: Any) -> bool:
     )
 
 
+# What tools read as a number, generously: Python's int() and float() strip whitespace and
+# take "1_000", "١٢" or "inf"; JavaScript's Number("") and Number(" ") are 0, parseInt and
+# parseFloat read a leading number and ignore the rest ("12px"), Number("0x1f") is 31.
+_NUMBER_START: Final = re.compile(r"[+-]?(?:\d|\.\d|inf|nan)", re.IGNORECASE)
+
+
+def may_read_as_number(text: str) -> bool:
+    """True for a string some tool may read as a number: blank, or (whitespace stripped)
+    starting with a digit (any script's), a point and a digit, ``inf`` or ``nan``, after an
+    optional sign. Deliberately wide: a deny on ``type number`` matches every such string."""
+    stripped = text.strip().lstrip("\ufeff").strip()
+    return not stripped or _NUMBER_START.match(stripped) is not None
+
+
+def _other_type(expected: str, value: Any) -> bool:
+    kind = json_type(value)
+    if kind is None or kind == expected:
+        return False
+    if expected == "number" and kind == "integer":
+        return False
+    if expected in ("integer", "number") and kind == "string":
+        return is_valid_unicode(value) and not may_read_as_number(value)
+    return True
+
+
+def _longer(limit: int, value: Any) -> bool:
+    return isinstance(value, str) and len(value) > limit and is_valid_unicode(value)
+
+
+def _never_raising(excluder: Matcher) -> Matcher:
+    def guarded(value: Any) -> bool:
+        try:
+            return excluder(value) is True
+        except Exception:  # a value the module did not foresee is not provably outside
+            return False
+
+    return guarded
+
+
 def compile_exclusion(constraint: Mapping[str, Any]) -> Matcher:
     """Compile a validated constraint into ``value -> bool``: True only when the value is
     provably outside the constraint (see the module docstring); what a deny rule reads."""
@@ -177,6 +231,16 @@ def compile_exclusion(constraint: Mapping[str, Any]) -> Matcher:
         return partial(_exclude_pattern, compile_constraint(constraint))
     if operator in ("lte", "gte") and is_number(operand):
         return partial(_above if operator == "lte" else _below, operand)
+    if operator == "type" and isinstance(operand, str):
+        return partial(_other_type, operand)
+    if operator == "maxLength" and isinstance(operand, int) and not isinstance(operand, bool):
+        return partial(_longer, operand)
+    if operator in SHAPE_MODULES:
+        try:
+            module = shape_module(operator)
+        except LookupError as error:
+            raise ValueError(str(error)) from error
+        return _never_raising(module.compile_excluder(operand))
     raise ValueError(f"not a valid constraint: {operator!r}")
 
 

@@ -58,7 +58,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from guard._document import is_number
-from guard.constraints import compile_constraint
+from guard.constraints import SHAPE_MODULES, compile_constraint, shape_module
 from guard.deny import compile_exclusion
 from guard.patterns import (
     GLOB_ANY,
@@ -203,13 +203,58 @@ def _json_kind(value: Any) -> str:
     return "array" if isinstance(value, list | tuple) else "object"
 
 
+_ALL_KINDS: Final = frozenset({"null", "boolean", "number", "string", "array", "object"})
+_KINDS_OF_TYPE: Final = {
+    "string": frozenset({"string"}),
+    "integer": frozenset({"number"}),
+    "number": frozenset({"number"}),
+    "boolean": frozenset({"boolean"}),
+    "array": frozenset({"array"}),
+    "object": frozenset({"object"}),
+}
+#: the shape operators whose values are strings only, of three forms that never meet: a
+#: path starts with "/", a URL with "scheme://", an address is an IP literal
+_STRING_SHAPES: Final = ("subpath", "url", "cidr")
+
+
+def _admitted_kinds(operator: str, operand: Any) -> frozenset[str]:
+    """The JSON types of the values a constraint other than ``eq`` / ``in`` admits."""
+    if operator in ("lte", "gte"):
+        return frozenset({"number"})
+    if operator == "type":
+        return _KINDS_OF_TYPE[operand]
+    if operator == "argv":
+        return frozenset({"string", "array"})
+    return frozenset({"string"})
+
+
+def _finite_values(operator: str, operand: Any) -> list[Any] | None:
+    """Every value a constraint admits when they are few (``eq``, ``in``, ``type
+    boolean``, ``maxLength 0``), else None."""
+    if operator == "eq":
+        return [operand]
+    if operator == "in":
+        return list(operand)
+    if operator == "type" and operand == "boolean":
+        return [True, False]
+    if operator == "maxLength" and operand == 0:
+        return [""]
+    return None
+
+
 def _kinds_a_deny_can_leave_out(operator: str, operand: Any) -> frozenset[str]:
     """The JSON types of which a deny rule's constraint finds some value provably outside
     it (guard.deny): a value of any other type matches the deny."""
-    if operator in ("glob", "regex"):
+    if operator in ("glob", "regex", "maxLength", "subpath", "url", "cidr"):
         return frozenset({"string"})
+    if operator == "argv":
+        return frozenset({"string", "array"})
     if operator in ("lte", "gte"):
         return frozenset({"number"})
+    if operator == "type":
+        # A number with a fraction is not an integer: every kind has a value outside that.
+        kept = frozenset() if operand == "integer" else _KINDS_OF_TYPE[operand]
+        return _ALL_KINDS - kept
     members = [operand] if operator == "eq" else list(operand)
     kinds = frozenset(_json_kind(member) for member in members)
     # null equals null; a list mixing types leaves no value outside, and neither does one
@@ -238,25 +283,74 @@ def deny_relation(step: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> Re
     """
     try:
         operator, operand = _operator(rule)
+        leaves_out = _kinds_a_deny_can_leave_out(operator, operand)
         if step is None:
-            if not _kinds_a_deny_can_leave_out(operator, operand):
+            if not leaves_out:
                 return Relation.INSIDE
             if operator in ("glob", "regex"):
                 every_text = constraint_relation({"glob": "*"}, rule)
                 if every_text is Relation.INSIDE:
                     return Relation.INSIDE
+            if operator in SHAPE_MODULES:
+                excludes = compile_exclusion(rule)
+                if not any(excludes(value) for value in _probes([rule])):
+                    return Relation.UNDECIDABLE  # perhaps no value is outside it
             return Relation.OVERLAPPING
         step_operator, step_operand = _operator(step)
-        if step_operator in ("eq", "in"):
+        values = _finite_values(step_operator, step_operand)
+        if values is not None:
             excludes = compile_exclusion(rule)
-            values = [step_operand] if step_operator == "eq" else list(step_operand)
             return _of_finite([not excludes(value) for value in values])
-    except (TypeError, ValueError, GlobSyntaxError):  # not a validated constraint
-        return Relation.UNDECIDABLE
-    kind = "number" if step_operator in ("lte", "gte") else "string"
-    if kind not in _kinds_a_deny_can_leave_out(operator, operand):
-        return Relation.INSIDE
+        if not _admitted_kinds(step_operator, step_operand) & leaves_out:
+            return Relation.INSIDE
+        if operator in SHAPE_MODULES and operator == step_operator:
+            return _shape_relation(operator, step_operand, operand, deny=True)
+        if operator == "type":
+            return _deny_type(step, operand)
+        if operator in SHAPE_MODULES or step_operator == "argv":
+            if step_operator in _STRING_SHAPES and operator in _STRING_SHAPES:
+                # A value of one form never passes the other's checks, so the deny
+                # finds none of them outside it (docs/decisions/0066, section 3).
+                return Relation.INSIDE
+            return _deny_by_probes(step, rule)
+    except (TypeError, ValueError, LookupError, GlobSyntaxError, _Undecidable):
+        return Relation.UNDECIDABLE  # not a validated constraint, or not decided
     return constraint_relation(step, rule)
+
+
+def _deny_type(step: Mapping[str, Any], expected: str) -> Relation:
+    """A step against a deny on ``type``: it leaves out the values of another JSON type,
+    except strings a tool may read as numbers against ``integer`` and ``number``."""
+    step_operator, step_operand = _operator(step)
+    if step_operator == "type" or step_operator in ("lte", "gte"):
+        admitted = "number" if step_operator in ("lte", "gte") else step_operand
+        if admitted == expected or (admitted == "integer" and expected == "number"):
+            return Relation.INSIDE
+        if admitted == "number" and expected == "integer":
+            return Relation.OVERLAPPING  # 1 is matched, 0.5 left out
+        if admitted == "string" and expected in ("integer", "number"):
+            return Relation.OVERLAPPING  # "1" is matched, "a" left out
+        return Relation.DISJOINT
+    kinds = _admitted_kinds(step_operator, step_operand)
+    if kinds == {"string"} and expected == "string":
+        return Relation.INSIDE
+    if expected not in ("string", "array", "integer", "number"):
+        return Relation.DISJOINT  # strings and arrays are all of another type
+    if expected == "array" and "array" not in kinds:
+        return Relation.DISJOINT
+    return _deny_by_probes(step, {"type": expected})
+
+
+def _deny_by_probes(step: Mapping[str, Any], rule: Mapping[str, Any]) -> Relation:
+    """Overlapping when sampled values the step admits show one the deny matches and one
+    it leaves out; else undecidable (nothing is guessed)."""
+    step_matches = compile_constraint(step)
+    excludes = compile_exclusion(rule)
+    admitted = [value for value in _probes([step, rule]) if step_matches(value)]
+    matched = any(not excludes(value) for value in admitted)
+    if matched and any(excludes(value) for value in admitted):
+        return Relation.OVERLAPPING
+    return Relation.UNDECIDABLE
 
 
 def _key(constraint: Mapping[str, Any]) -> Hashable:
@@ -284,15 +378,31 @@ def _decide(step: Mapping[str, Any] | None, rule: Mapping[str, Any], budget: _Bu
     if step is None:
         return _unpinned(rule_operator, rule_operand, budget)
     step_operator, step_operand = _operator(step)
-    if step_operator in ("eq", "in"):
-        values = [step_operand] if step_operator == "eq" else list(step_operand)
+    values = _finite_values(step_operator, step_operand)
+    if values is not None:
         return _of_finite([rule_matches(value) for value in values])
     if step_operator in ("lte", "gte"):
         return _numbers(step_operator, step_operand, rule_operator, rule_operand, rule_matches)
+    if step_operator == "type":
+        return _of_type(step_operand, rule, budget)
+    if step_operator == "maxLength":
+        return _short_text(step_operand, rule, rule_matches, budget)
+    if step_operator in SHAPE_MODULES:
+        return _shape(step, rule, budget)
     # The step is a text pattern: only strings satisfy it.
     if rule_operator in ("lte", "gte"):
         return Relation.DISJOINT
+    if rule_operator == "type":
+        return Relation.INSIDE if rule_operand == "string" else Relation.DISJOINT
     step_matches = compile_constraint(step)
+    if rule_operator in ("maxLength", *SHAPE_MODULES):
+        budget.spend(len(step_operand))
+        step_automaton = _pattern_automaton(step_operator, step_operand)
+        if rule_operator == "maxLength":
+            return _pattern_within(step_automaton, rule_operand, step_matches, rule_matches, budget)
+        if _shortest_accepted(step_automaton, budget) is None:
+            return Relation.DISJOINT  # the pattern admits no text at all
+        return _by_probes(step, rule, budget)
     if rule_operator in ("eq", "in"):
         members = [rule_operand] if rule_operator == "eq" else list(rule_operand)
         strings = sorted({member for member in members if isinstance(member, str)})
@@ -308,6 +418,178 @@ def _decide(step: Mapping[str, Any] | None, rule: Mapping[str, Any], budget: _Bu
     return _patterns(step_automaton, rule_automaton, step_matches, rule_matches, budget)
 
 
+def _of_type(expected: str, rule: Mapping[str, Any], budget: _Budget) -> Relation:
+    """A step ``type`` (not ``boolean``, a finite set) admits infinitely many values of
+    one JSON type."""
+    rule_operator, rule_operand = _operator(rule)
+    if rule_operator == "type":
+        if rule_operand == expected or (expected == "integer" and rule_operand == "number"):
+            return Relation.INSIDE
+        if expected == "number" and rule_operand == "integer":
+            return Relation.OVERLAPPING
+        return Relation.DISJOINT
+    if rule_operator in ("eq", "in"):
+        members = [rule_operand] if rule_operator == "eq" else list(rule_operand)
+        step_matches = compile_constraint({"type": expected})
+        common = any(step_matches(member) for member in members)
+        return Relation.OVERLAPPING if common else Relation.DISJOINT
+    if rule_operator in ("lte", "gte"):
+        numeric = expected in ("integer", "number")
+        return Relation.OVERLAPPING if numeric else Relation.DISJOINT
+    if not _KINDS_OF_TYPE[expected] & _admitted_kinds(rule_operator, rule_operand):
+        return Relation.DISJOINT
+    if rule_operator in ("glob", "regex"):
+        return _decide({"glob": "*"}, rule, budget)  # every text, as an automaton
+    if rule_operator == "maxLength":
+        return Relation.OVERLAPPING  # "" satisfies it, a longer text does not
+    return _by_probes({"type": expected}, rule, budget)
+
+
+def _short_text(
+    limit: int, rule: Mapping[str, Any], rule_matches: Callable[[Any], bool], budget: _Budget
+) -> Relation:
+    """A step ``maxLength`` (above 0): every valid text of at most `limit` code points."""
+    rule_operator, rule_operand = _operator(rule)
+    if rule_operator in ("lte", "gte"):
+        return Relation.DISJOINT
+    if rule_operator == "type":
+        return Relation.INSIDE if rule_operand == "string" else Relation.DISJOINT
+    if rule_operator == "maxLength":
+        return Relation.INSIDE if limit <= rule_operand else Relation.OVERLAPPING
+    if rule_operator in ("eq", "in"):
+        members = [rule_operand] if rule_operator == "eq" else list(rule_operand)
+        step_matches = compile_constraint({"maxLength": limit})
+        common = any(step_matches(member) for member in members)
+        return Relation.OVERLAPPING if common else Relation.DISJOINT
+    if rule_operator in ("glob", "regex"):
+        budget.spend(len(rule_operand))
+        automaton = _pattern_automaton(rule_operator, rule_operand)
+        return _texts_within(limit, automaton, rule_matches, budget)
+    return _by_probes({"maxLength": limit}, rule, budget)
+
+
+def _shape(step: Mapping[str, Any], rule: Mapping[str, Any], budget: _Budget) -> Relation:
+    """A step of a shape operator (``subpath``, ``url``, ``cidr``, ``argv``)."""
+    step_operator, step_operand = _operator(step)
+    rule_operator, rule_operand = _operator(rule)
+    if rule_operator == step_operator:
+        budget.spend(len(describe_constraint(step)) + len(describe_constraint(rule)))
+        return _shape_relation(step_operator, step_operand, rule_operand, deny=False)
+    if step_operator in _STRING_SHAPES and rule_operator in _STRING_SHAPES:
+        return Relation.DISJOINT  # "/...", "scheme://..." and IP literals never meet
+    if rule_operator in ("lte", "gte"):
+        return Relation.DISJOINT
+    step_matches = compile_constraint(step)
+    if rule_operator in ("eq", "in"):
+        members = [rule_operand] if rule_operator == "eq" else list(rule_operand)
+        if not any(step_matches(member) for member in members):
+            return Relation.DISJOINT
+        return _by_probes(step, rule, budget)
+    kinds = _admitted_kinds(step_operator, step_operand)
+    if not kinds & _admitted_kinds(rule_operator, rule_operand):
+        return Relation.DISJOINT
+    if rule_operator == "type" and kinds == {"string"}:
+        return Relation.INSIDE
+    if rule_operator in ("glob", "regex"):
+        budget.spend(len(rule_operand))
+        automaton = _pattern_automaton(rule_operator, rule_operand)
+        if _shortest_accepted(automaton, budget) is None:
+            return Relation.DISJOINT  # the pattern admits no text at all
+    return _by_probes(step, rule, budget)
+
+
+def _shape_relation(operator: str, step: Any, rule: Any, *, deny: bool) -> Relation:
+    """The shape module's own answer for two operands of its operator."""
+    module = shape_module(operator)
+    try:
+        answer = module.deny_relation(step, rule) if deny else module.relation(step, rule)
+        return Relation(answer)
+    except Exception as error:  # an answer the module should not give: claim nothing
+        raise _Undecidable("the shape module gave no relation") from error
+
+
+#: values tried by the relations decided by sampling (with those of the constraints)
+_PROBES: Final[tuple[Any, ...]] = (
+    *("", " ", "a", "1", "-1.5", "/", "/a", "//a", "/plangate/probe", "a/b", "a b"),
+    *("https://plangate.invalid/", "http://127.0.0.1/", "10.0.0.1", "::1", "255.255.255.255"),
+    *("git", "git status", "ls -l"),
+    *([], ["git"], ["git", "status"], [""], 0, 1, 0.5, True, None, {}),
+)
+_PROBES_PER_PATTERN: Final = 12
+
+
+def _probes(constraints: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """Values to try: fixed ones, those the constraints name or sample (a shape module's
+    `samples`, a pattern's shortest and random texts), and variations of them."""
+    values: list[Any] = list(_PROBES)
+    shape_texts: list[str] = []
+    longest = 0
+    for constraint in constraints:
+        operator, operand = _operator(constraint)
+        if operator == "eq":
+            values.append(operand)
+        elif operator == "in":
+            values.extend(operand)
+        elif operator == "maxLength":
+            longest = max(longest, operand)
+            values.extend(("a" * operand, "/" + "a" * operand))
+        elif operator in SHAPE_MODULES:
+            try:
+                samples = list(shape_module(operator).samples(operand))
+            except Exception:  # a module without samples proves nothing
+                samples = []
+            values.extend(samples)
+            values.extend(" ".join(sample) for sample in samples if _strings(sample))
+            shape_texts.extend(sample for sample in samples if isinstance(sample, str))
+        elif operator in ("glob", "regex"):
+            values.extend(_pattern_samples(operator, operand))
+    if longest:  # texts of the shapes longer than the limit, to show one outside it
+        padding = "a" * (longest + 1)
+        for sample in shape_texts[:_PROBES_PER_PATTERN]:
+            values.extend((f"{sample}/{padding}", f"{sample}?{padding}"))
+    for sample in shape_texts[:_PROBES_PER_PATTERN]:
+        values.extend((f"{sample}/probe", f"{sample}a", f"{sample} -x", sample[:-1]))
+    return values
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _pattern_samples(operator: str, pattern: str) -> list[str]:
+    """The shortest text a glob or regex admits and a few random ones ([] for a regex not
+    modelled); each is checked by the real matchers wherever it proves something."""
+    try:
+        automaton = _pattern_automaton(operator, pattern)
+        shortest = _shortest_accepted(automaton, _Budget(RELATION_WORK))
+    except _Undecidable:
+        return []
+    if shortest is None:
+        return []
+    generator = random.Random(pattern)
+    texts = [shortest]
+    for _ in range(_PROBES_PER_PATTERN):
+        text = _random_accepted(automaton, generator)
+        if text is not None:
+            texts.append(text)
+    return texts
+
+
+def _by_probes(step: Mapping[str, Any], rule: Mapping[str, Any], budget: _Budget) -> Relation:
+    """Overlapping when sampled values show one the step admits that the rule admits and
+    one that it does not; else undecidable (nothing is guessed)."""
+    step_matches = compile_constraint(step)
+    rule_matches = compile_constraint(rule)
+    values = _probes([step, rule])
+    budget.spend(len(values))
+    admitted = [value for value in values if step_matches(value)]
+    if any(rule_matches(value) for value in admitted) and not all(
+        rule_matches(value) for value in admitted
+    ):
+        return Relation.OVERLAPPING
+    raise _Undecidable("no sampled value decides it")
+
+
 def _of_finite(results: Sequence[bool]) -> Relation:
     if all(results):
         return Relation.INSIDE
@@ -319,8 +601,13 @@ def _of_finite(results: Sequence[bool]) -> Relation:
 def _unpinned(operator: str, operand: Any, budget: _Budget) -> Relation:
     """Any value may come: a rule constraint always leaves some value out (another JSON
     type), so the answer turns on whether some value satisfies it."""
-    if operator in ("eq", "in", "lte", "gte"):
+    if operator in ("eq", "in", "lte", "gte", "type", "maxLength"):
         return Relation.OVERLAPPING
+    if operator in SHAPE_MODULES:
+        matches = compile_constraint({operator: operand})
+        if any(matches(value) for value in _probes([{operator: operand}])):
+            return Relation.OVERLAPPING
+        raise _Undecidable("no sampled value satisfies the rule")
     budget.spend(len(operand))
     automaton = _pattern_automaton(operator, operand)
     witness = _shortest_accepted(automaton, budget)
@@ -339,7 +626,11 @@ def _numbers(
     rule_matches: Callable[[Any], bool],
 ) -> Relation:
     """A step ``lte`` / ``gte`` admits an unbounded interval of numbers."""
-    if rule_operator in ("glob", "regex"):
+    if rule_operator == "type":
+        if rule_operand == "number":
+            return Relation.INSIDE
+        return Relation.OVERLAPPING if rule_operand == "integer" else Relation.DISJOINT
+    if rule_operator in ("glob", "regex", "maxLength", *SHAPE_MODULES):
         return Relation.DISJOINT
     if rule_operator in ("eq", "in"):
         members = [rule_operand] if rule_operator == "eq" else list(rule_operand)
@@ -740,6 +1031,224 @@ def _random_accepted(automaton: _Automaton, generator: random.Random) -> str | N
         if state == automaton.accept:
             return "".join(out)
     return None
+
+
+def _texts_within(
+    limit: int, automaton: _Automaton, matches: Callable[[Any], bool], budget: _Budget
+) -> Relation:
+    """Every valid text of at most `limit` code points against a pattern's automaton: a
+    breadth-first search of the automaton's state sets, one level per length, that stops
+    at `limit` (or when no new set is found) with the first text reaching an accepting set
+    and the first reaching one that is not."""
+    start = automaton.closure([automaton.start], budget)
+    level: dict[frozenset[int], str] = {start: ""}
+    seen = {start}
+    accepted: str | None = None
+    rejected: str | None = None
+    depth = 0
+    while level:
+        for states, text in level.items():
+            if automaton.accept in states:
+                accepted = text if accepted is None else accepted
+            else:
+                rejected = text if rejected is None else rejected
+        if (accepted is not None and rejected is not None) or depth == limit:
+            break
+        following: dict[frozenset[int], str] = {}
+        for states, text in level.items():
+            moves = [move for state in states for move in automaton.moves[state]]
+            budget.spend(1 + len(states) + len(moves))
+            for low, targets in _split(_UNIVERSE, moves, budget):
+                reached = automaton.closure(targets, budget)
+                if reached not in seen:
+                    if len(seen) >= MAX_SEARCH:
+                        raise _Undecidable("the search is over its budget")
+                    seen.add(reached)
+                    following[reached] = text + chr(low)
+        level = following
+        depth += 1
+    if accepted is None:
+        return Relation.DISJOINT
+    if not matches(accepted) or (rejected is not None and matches(rejected)):
+        raise _Undecidable("the automaton and the matcher disagree")
+    return Relation.INSIDE if rejected is None else Relation.OVERLAPPING
+
+
+def _pattern_within(
+    automaton: _Automaton,
+    limit: int,
+    step_matches: Callable[[Any], bool],
+    rule_matches: Callable[[Any], bool],
+    budget: _Budget,
+) -> Relation:
+    """A pattern's texts against ``maxLength limit``: inside when the longest text it
+    admits has at most `limit` code points, disjoint when the shortest has more."""
+    shortest, longer = _lengths(automaton, limit, budget)
+    if shortest is None or len(shortest) > limit:
+        if shortest is not None and not step_matches(shortest):
+            raise _Undecidable("the automaton and the matcher disagree")
+        return Relation.DISJOINT
+    if not (step_matches(shortest) and rule_matches(shortest)):
+        raise _Undecidable("the automaton and the matcher disagree")
+    if longer is None:
+        return Relation.INSIDE
+    if not step_matches(longer) or rule_matches(longer):
+        raise _Undecidable("the automaton and the matcher disagree")
+    return Relation.OVERLAPPING
+
+
+_Edge = tuple[int, str | None]
+
+
+def _lengths(automaton: _Automaton, limit: int, budget: _Budget) -> tuple[str | None, str | None]:
+    """The shortest text the automaton accepts (None when none) and one longer than
+    `limit` (None when every accepted text has at most `limit` code points)."""
+    count = len(automaton.moves)
+    forward: list[list[_Edge]] = [
+        [(target, None) for target in automaton.epsilon[state]]
+        + [(target, chr(ranges[0][0])) for ranges, target in automaton.moves[state]]
+        for state in range(count)
+    ]
+    budget.spend(count + sum(len(edges) for edges in forward))
+    backward: list[list[int]] = [[] for _ in range(count)]
+    for state, edges in enumerate(forward):
+        for target, _character in edges:
+            backward[target].append(state)
+    ahead = _reach([automaton.start], forward)
+    behind = _reach([automaton.accept], [[(state, None) for state in b] for b in backward])
+    useful = ahead & behind
+    if automaton.accept not in useful:
+        return None, None
+    shortest = _shortest_path(forward, automaton.start, {automaton.accept}, useful)
+    assert shortest is not None
+    component = _components(forward, useful)
+    # A move inside a strongly connected component repeats: texts of every length.
+    for state in useful:
+        for target, character in forward[state]:
+            if character is None or target not in useful:
+                continue
+            if component[state] == component[target]:
+                head = _shortest_path(forward, automaton.start, {state}, useful)
+                loop = _shortest_path(forward, target, {state}, useful)
+                tail = _shortest_path(forward, state, {automaton.accept}, useful)
+                assert head is not None and loop is not None and tail is not None
+                cycle = character + loop
+                repeats = limit // len(cycle) + 1
+                return shortest, head + cycle * repeats + tail
+    longest = _longest_path(forward, automaton.start, automaton.accept, useful, component)
+    return shortest, (longest if len(longest) > limit else None)
+
+
+def _reach(starts: Sequence[int], edges: Sequence[Sequence[_Edge]]) -> set[int]:
+    seen = set(starts)
+    stack = list(starts)
+    while stack:
+        for target, _character in edges[stack.pop()]:
+            if target not in seen:
+                seen.add(target)
+                stack.append(target)
+    return seen
+
+
+def _shortest_path(
+    edges: Sequence[Sequence[_Edge]], start: int, goals: set[int], useful: set[int]
+) -> str | None:
+    """The fewest characters from `start` to a goal (a breadth-first search over 0-1
+    weights: an empty move goes to the front of the queue)."""
+    distance = {start: 0}
+    parents: dict[int, tuple[int, str | None]] = {}
+    queue = deque([start])
+    done: set[int] = set()
+    while queue:
+        state = queue.popleft()
+        if state in done:
+            continue
+        done.add(state)
+        if state in goals:
+            return _path(parents, state)
+        for target, character in edges[state]:
+            if target not in useful:
+                continue
+            cost = distance[state] + (0 if character is None else 1)
+            if cost < distance.get(target, cost + 1):
+                distance[target] = cost
+                parents[target] = (state, character)
+                if character is None:
+                    queue.appendleft(target)
+                else:
+                    queue.append(target)
+    return None
+
+
+def _components(edges: Sequence[Sequence[_Edge]], useful: set[int]) -> dict[int, int]:
+    """Strongly connected components of the useful states (Kosaraju, iteratively), numbered
+    in topological order of the condensed graph."""
+    order: list[int] = []
+    visited: set[int] = set()
+    for root in sorted(useful):
+        if root in visited:
+            continue
+        visited.add(root)
+        stack: list[tuple[int, int]] = [(root, 0)]
+        while stack:
+            state, index = stack.pop()
+            targets = [t for t, _c in edges[state] if t in useful]
+            if index < len(targets):
+                stack.append((state, index + 1))
+                target = targets[index]
+                if target not in visited:
+                    visited.add(target)
+                    stack.append((target, 0))
+            else:
+                order.append(state)
+    reverse: dict[int, list[int]] = {state: [] for state in useful}
+    for state in useful:
+        for target, _character in edges[state]:
+            if target in useful:
+                reverse[target].append(state)
+    component: dict[int, int] = {}
+    number = 0
+    for root in reversed(order):
+        if root in component:
+            continue
+        component[root] = number
+        stack_states = [root]
+        while stack_states:
+            state = stack_states.pop()
+            for source in reverse[state]:
+                if source not in component:
+                    component[source] = number
+                    stack_states.append(source)
+        number += 1
+    return component
+
+
+def _longest_path(
+    edges: Sequence[Sequence[_Edge]],
+    start: int,
+    accept: int,
+    useful: set[int],
+    component: Mapping[int, int],
+) -> str:
+    """The longest text from `start` to `accept` when no character move lies on a cycle:
+    components in topological order, each reachable by empty moves inside."""
+    best: dict[int, str] = {component[start]: ""}
+    members: dict[int, list[int]] = {}
+    for state in useful:
+        members.setdefault(component[state], []).append(state)
+    for number in sorted(members):
+        if number not in best:
+            continue
+        text = best[number]
+        for state in members[number]:
+            for target, character in edges[state]:
+                if target not in useful or component[target] == number:
+                    continue
+                candidate = text + (character or "")
+                known = best.get(component[target])
+                if known is None or len(candidate) > len(known):
+                    best[component[target]] = candidate
+    return best[component[accept]]
 
 
 # --- searches ----------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -405,11 +405,15 @@ def event_batch_json(
 # --- validating (the control plane) -----------------------------------------------------
 
 
-def validate_event_batch(batch: object, *, steps: int | None = None) -> EventBatch:
+def validate_event_batch(
+    batch: object, *, steps: int | None = None, budgets: Collection[str] | None = None
+) -> EventBatch:
     """The batch, typed, or DocumentInvalid listing every problem with its path.
 
     `steps` is the number of steps of the plan the batch belongs to; an event's step must
-    index one of them. Without it, any non-negative step is accepted.
+    index one of them. Without it, any non-negative step is accepted. `budgets` are the
+    ids of the plan's budgets; an event's amounts may name only those. Without it, any
+    budget id is accepted.
     """
     errors: list[FieldError] = []
     if not isinstance(batch, Mapping):
@@ -429,7 +433,8 @@ def validate_event_batch(batch: object, *, steps: int | None = None) -> EventBat
         batch.get("displayUpdates"), "displayUpdates", MAX_DISPLAY_UPDATES_PER_BATCH, errors
     )
     events = [
-        _event(event, f"events[{index}]", steps, errors) for index, event in enumerate(raw_events)
+        _event(event, f"events[{index}]", steps, budgets, errors)
+        for index, event in enumerate(raw_events)
     ]
     updates = [
         _display_update(update, f"displayUpdates[{index}]", errors)
@@ -560,7 +565,11 @@ def _time(value: object, path: str, errors: list[FieldError]) -> datetime | None
 
 
 def _event(
-    event: object, path: str, steps: int | None, errors: list[FieldError]
+    event: object,
+    path: str,
+    steps: int | None,
+    budgets: Collection[str] | None,
+    errors: list[FieldError],
 ) -> GuardEvent | None:
     if not isinstance(event, dict):
         errors.append(FieldError(path, "expected an object"))
@@ -623,7 +632,11 @@ def _event(
         or policy_version < 1
     ):
         errors.append(FieldError(f"{path}.policyVersion", "expected a policy version number"))
-    amounts = _amounts(event["amounts"], f"{path}.amounts", errors) if "amounts" in event else None
+    amounts = (
+        _amounts(event["amounts"], f"{path}.amounts", budgets, errors)
+        if "amounts" in event
+        else None
+    )
     if amounts is not None and decision != Decision.ALLOWED:
         errors.append(FieldError(f"{path}.amounts", "only an allowed call counts amounts"))
     # The isinstance checks repeat what the errors above already say, for the type checker.
@@ -648,9 +661,11 @@ def _event(
     )
 
 
-def _amounts(amounts: object, path: str, errors: list[FieldError]) -> dict[str, int | float] | None:
-    """An allowed call's amounts: at most MAX_EVENT_AMOUNTS budget ids, each to a finite
-    number that is not negative (a boolean is not a number)."""
+def _amounts(
+    amounts: object, path: str, budgets: Collection[str] | None, errors: list[FieldError]
+) -> dict[str, int | float] | None:
+    """An allowed call's amounts: at most MAX_EVENT_AMOUNTS budget ids (of `budgets`, when
+    given), each to a finite number that is not negative (a boolean is not a number)."""
     if not isinstance(amounts, dict):
         errors.append(FieldError(path, "expected an object"))
         return None
@@ -663,6 +678,8 @@ def _amounts(amounts: object, path: str, errors: list[FieldError]) -> dict[str, 
             errors.append(
                 FieldError(f"{path}.{budget}", "a budget id is 1 to 32 of a-z, 0-9, _ and -")
             )
+        elif budgets is not None and budget not in budgets:
+            errors.append(FieldError(f"{path}.{budget}", "the plan has no budget of this id"))
         elif (
             isinstance(amount, bool)
             or not isinstance(amount, int | float)

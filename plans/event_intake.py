@@ -83,7 +83,11 @@ def plan_events_record(
     """
     plan = plan_get_for_agent(agent=agent, plan_id=plan_id)
     try:
-        valid = validate_event_batch(batch, steps=len(plan.document["steps"]))
+        valid = validate_event_batch(
+            batch,
+            steps=len(plan.document["steps"]),
+            budgets={budget["id"] for budget in plan.document.get("budgets", ())},
+        )
     except DocumentInvalid as exc:
         raise DomainError(
             Code.INVALID_EVENTS, "The batch is not valid.", errors=exc.errors
@@ -292,6 +296,7 @@ EVENT_FIELDS = (
     "decided_under",
     "args_digest",
     "args",
+    "amounts",
 )
 
 
@@ -309,6 +314,7 @@ def _event_fields(event: GuardEvent, version_id: int, keep_arguments: bool) -> t
         version_id,
         event.args_digest,
         event.args if keep_arguments else None,
+        event.amounts,
     )
 
 

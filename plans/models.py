@@ -229,6 +229,12 @@ class PlanEvent(models.Model):
     )
     args_digest = models.CharField(max_length=64, blank=True)
     args = models.JSONField(null=True, blank=True, help_text="only when the team logs arguments")
+    #: what an allowed call counted against each budget of a version-2 plan: {budget id:
+    #: amount}; null when no budget covers its step. Kept whatever the team's argument
+    #: logging, as it is the plan's own accounting (plans.admin_display.budget_reports).
+    amounts = models.JSONField(
+        null=True, blank=True, help_text="budget id -> amount this allowed call counted"
+    )
 
     class Meta:
         ordering = ["plan", "occurred_at", "id"]

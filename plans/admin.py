@@ -47,9 +47,11 @@ from .admin_decisions import AgentChoiceFilter, SuggestedToolFilter
 from .admin_display import (
     approval_html,
     blocked_attempts,
+    budget_reports,
     delivered_by_token,
     displayed_plan,
     plan_display_status,
+    plan_version,
     status_badge,
     step_reports,
 )
@@ -352,6 +354,8 @@ class PlanAdmin(ExportMixin, ReadOnlyAdmin):
                     "member_link": admin_link(plan.member, plan.member.email),
                     "agent_link": admin_link(plan.agent),
                     "steps": step_reports(plan),
+                    "plan_version": plan_version(plan),
+                    "budgets": budget_reports(plan),
                     "blocked": blocked_attempts(plan),
                     "delivered_by_token": delivered_by_token(plan),
                     "approval": approval_html(plan),

@@ -9,8 +9,10 @@ message renders (unknown ones as raw JSON) and never raises.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Context, Decimal, Overflow
 
 from django.db.models import Count, Sum
 from django.utils import dateformat, timezone
@@ -36,6 +38,12 @@ OPERATOR_LABELS = {
     "regex": "matches regex",
     "lte": "≤",
     "gte": "≥",
+    "subpath": "is a path under",
+    "url": "is a URL within",
+    "cidr": "is an address in",
+    "argv": "is a command of",
+    "type": "is of type",
+    "maxLength": "has at most this many characters:",
 }
 
 
@@ -83,6 +91,13 @@ class StepReport:
     # False when the guard ended the plan saying the step did not complete (its calls
     # failed): allowed calls alone are not a run (docs/decisions/0058).
     completed: bool = True
+    # Version 2: the step's id (None: it has none) and the ids it comes after.
+    step_id: str | None = None
+    after: tuple[str, ...] = ()
+    #: false: a call passing an argument the step does not pin is blocked
+    additional_args: bool = True
+    #: the calls the guard blocked that matched this step, by code: [(code, count)]
+    blocked: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def number(self) -> int | None:
@@ -102,15 +117,25 @@ class StepReport:
 
 
 def step_reports(plan: Plan) -> list[StepReport]:
-    """Each planned step with the calls the guard allowed against it."""
-    used = dict(
-        PlanEvent.objects.filter(plan=plan, decision=Decision.ALLOWED, step__isnull=False)
+    """Each planned step with the calls the guard allowed against it and, by code, those it
+    blocked that matched it (out_of_order, max_calls_exceeded, budget_exceeded...)."""
+    used: dict[int, int] = {}
+    blocked: dict[int, list[tuple[str, int]]] = {}
+    for step_index, decision, total in (
+        PlanEvent.objects.filter(plan=plan, step__isnull=False)
         # Not the model's ordering, which starts with the plan's and so joins the plans.
         .order_by()
-        .values_list("step")
+        .values_list("step", "decision")
         .annotate(total=Count("id"))
-        .values_list("step", "total")
-    )
+        .values_list("step", "decision", "total")
+        .order_by("step", "decision")
+    ):
+        if step_index is None:  # pragma: no cover - filtered out above
+            continue
+        if decision == Decision.ALLOWED:
+            used[step_index] = total
+        else:
+            blocked.setdefault(step_index, []).append((decision, total))
     steps = plan.document.get("steps") if isinstance(plan.document, dict) else None
     not_completed = (
         steps_not_completed(plan.end_reason) if plan.status == Plan.Status.ENDED else frozenset()
@@ -128,6 +153,96 @@ def step_reports(plan: Plan) -> list[StepReport]:
                 required=step.get("required") is True,
                 used=used.get(index, 0),
                 completed=index not in not_completed,
+                step_id=step["id"] if isinstance(step.get("id"), str) else None,
+                after=tuple(str(name) for name in step.get("after") or ()),
+                additional_args=step.get("additionalArgs") is not False,
+                blocked=blocked.get(index, []),
+            )
+        )
+    return reports
+
+
+def plan_version(plan: Plan) -> int:
+    """The plan language's version of a stored plan (1 when the document does not say)."""
+    version = plan.document.get("version") if isinstance(plan.document, dict) else None
+    return version if isinstance(version, int) else 1
+
+
+@dataclass(frozen=True)
+class BudgetReport:
+    """One budget of a version-2 plan and what the guard's allowed calls counted against
+    it, as they reported (decisions the guard lost are not in `used`)."""
+
+    budget_id: str
+    arg: str
+    steps: tuple[str, ...]
+    max: int | float
+    used: int | Decimal
+
+    @property
+    def over(self) -> bool:
+        return Decimal(self.used) > Decimal(str(self.max))
+
+    @property
+    def percent_used(self) -> int:
+        maximum = Decimal(str(self.max))
+        return min(100, round(100 * Decimal(self.used) / maximum)) if maximum > 0 else 0
+
+    @property
+    def meter_max(self) -> float:
+        return float(self.max)
+
+    @property
+    def meter_value(self) -> float:
+        return float(self.used)
+
+
+# Exact, as the guard adds amounts (docs/decisions/0066 section 4): an int stays an int, a
+# float is the decimal it was written as; a sum the context cannot keep exactly is shown
+# as the nearest it can, which a person reading the page can live with.
+_SUM_CONTEXT = Context(prec=60, traps=[Overflow])
+
+
+def _add(total: int | Decimal, amount: object) -> int | Decimal:
+    if isinstance(amount, bool) or not isinstance(amount, int | float):
+        return total  # the intake refuses these; an old or hand-made row is skipped
+    if isinstance(amount, int) and isinstance(total, int):
+        return total + amount
+    if isinstance(amount, float) and not math.isfinite(amount):
+        return total
+    value = Decimal(repr(amount)) if isinstance(amount, float) else Decimal(amount)
+    return _SUM_CONTEXT.add(Decimal(total), value)
+
+
+def budget_reports(plan: Plan) -> list[BudgetReport]:
+    """Each budget of the plan (none for version 1) with the sum of the amounts its
+    allowed calls counted, read from the decisions the guard reported."""
+    budgets = plan.document.get("budgets") if isinstance(plan.document, dict) else None
+    if not isinstance(budgets, list) or not budgets:
+        return []
+    totals: dict[str, int | Decimal] = {}
+    for amounts in (
+        PlanEvent.objects.filter(plan=plan, decision=Decision.ALLOWED, amounts__isnull=False)
+        .order_by()
+        .values_list("amounts", flat=True)
+        .iterator()
+    ):
+        if isinstance(amounts, dict):
+            for budget_id, amount in amounts.items():
+                totals[budget_id] = _add(totals.get(budget_id, 0), amount)
+    reports = []
+    for budget in budgets:
+        if not isinstance(budget, dict):
+            continue
+        budget_id = str(budget.get("id", "?"))
+        maximum = budget.get("max")
+        reports.append(
+            BudgetReport(
+                budget_id=budget_id,
+                arg=str(budget.get("arg", "?")),
+                steps=tuple(str(step) for step in budget.get("steps") or ()),
+                max=maximum if isinstance(maximum, int | float) else 0,
+                used=totals.get(budget_id, 0),
             )
         )
     return reports

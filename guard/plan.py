@@ -1,15 +1,17 @@
 # Over 400 lines on purpose: one concern, the plan schema, whose parts share its limits.
-"""The plan document (version 1): validation, normalisation, hashing, JSON Schema and a
+"""The plan document (versions 1 and 2): validation, normalisation, hashing, JSON Schema and a
 compiled form that answers "which steps does this call match?" in microseconds."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, TypeGuard
 
 from guard._document import (
+    MAX_SAFE_INTEGER,
     check_integer,
+    check_number,
     check_string,
     check_unknown_keys,
     clone_literal,
@@ -19,10 +21,14 @@ from guard._document import (
 )
 from guard.canonical import sha256_hex
 from guard.constraints import (
+    JSON_TYPES,
     MAX_ARG_NAME_LENGTH,
     MAX_ARGS,
     MAX_IN_MEMBERS,
+    MAX_LENGTH_LIMIT,
     MAX_PATTERN_LENGTH,
+    OPERATORS,
+    OPERATORS_V2,
     ArgsMatcher,
     compile_args,
     validate_args,
@@ -32,13 +38,19 @@ from guard.errors import DocumentInvalid, FieldError
 
 __all__ = [
     "DEFAULT_MAX_CALLS",
+    "MAX_AFTER",
+    "MAX_BUDGETS",
+    "MAX_BUDGET_STEPS",
     "MAX_GOAL_LENGTH",
     "MAX_MAX_CALLS",
     "MAX_STEPS",
     "MAX_USER_LENGTH",
     "PLAN_VERSION",
+    "PLAN_VERSIONS",
+    "STEP_ID_PATTERN",
     "TOOL_NAME_PATTERN",
     "CompiledPlan",
+    "is_step_id",
     "is_tool_name",
     "plan_hash",
     "plan_json_schema",
@@ -46,6 +58,8 @@ __all__ = [
 ]
 
 PLAN_VERSION: Final = 1
+#: every version `validate_plan` reads (docs/decisions/0066 adds 2)
+PLAN_VERSIONS: Final = (1, 2)
 MAX_STEPS: Final = 50
 MAX_GOAL_LENGTH: Final = 1000
 DEFAULT_MAX_CALLS: Final = 20
@@ -53,6 +67,14 @@ DEFAULT_MAX_CALLS: Final = 20
 MAX_MAX_CALLS: Final = 1_000_000
 MAX_USER_LENGTH: Final = 254
 TOOL_NAME_PATTERN: Final = r"^[a-zA-Z0-9_-]{1,64}$"
+# Version 2: step and budget ids, what `after` and a budget may name, how many budgets.
+STEP_ID_PATTERN: Final = r"^[a-z0-9_-]{1,32}$"
+MAX_AFTER: Final = 50
+MAX_BUDGETS: Final = 20
+MAX_BUDGET_STEPS: Final = 50
+# What the schema says of two shape operands; guard.urls and guard.addresses validate them.
+_URL_SCHEMES: Final = ("http", "https", "ws", "wss")
+_MAX_CIDR_NETWORKS: Final = 1_000
 
 # A deliberately simple e-mail check: one `@`, a non-empty local part, a domain made of at
 # least two non-empty dot-separated labels, no whitespace or control characters. The
@@ -62,9 +84,14 @@ EMAIL_PATTERN: Final = r"^[^@\s\x00-\x1f\x7f]+@[^@\s.\x00-\x1f\x7f]+(\.[^@\s.\x0
 # fullmatch, not match: Python's `$` also matches before a trailing newline.
 _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 _EMAIL = re.compile(EMAIL_PATTERN)
+_STEP_ID = re.compile(STEP_ID_PATTERN)
+_STEP_ID_RULE: Final = "must be 1 to 32 characters from a-z, 0-9, _ and -"
 
 _PLAN_FIELDS: Final = ("version", "goal", "user", "steps")
 _STEP_FIELDS: Final = ("tool", "args", "maxCalls", "required")
+_PLAN_FIELDS_V2: Final = (*_PLAN_FIELDS, "budgets")
+_STEP_FIELDS_V2: Final = (*_STEP_FIELDS, "id", "after", "additionalArgs")
+_BUDGET_FIELDS: Final = ("id", "arg", "steps", "max")
 
 
 def is_tool_name(value: object) -> bool:
@@ -88,7 +115,8 @@ def _check_version(document: Mapping[Any, Any], errors: list[FieldError]) -> Non
         return
     version = document["version"]
     if isinstance(version, bool) or not isinstance(version, int) or version != PLAN_VERSION:
-        errors.append(FieldError("version", f"must be the integer {PLAN_VERSION}"))
+        versions = " or ".join(str(number) for number in PLAN_VERSIONS)
+        errors.append(FieldError("version", f"must be the integer {versions}"))
 
 
 def _check_user(value: object, errors: list[FieldError]) -> None:
@@ -98,19 +126,26 @@ def _check_user(value: object, errors: list[FieldError]) -> None:
             errors.append(FieldError("user", "must be an e-mail address"))
 
 
-def _validate_step(step: object, path: str, errors: list[FieldError]) -> dict[str, Any] | None:
+def _validate_step(
+    step: object,
+    path: str,
+    errors: list[FieldError],
+    *,
+    fields: tuple[str, ...] = _STEP_FIELDS,
+    operators: tuple[str, ...] = OPERATORS,
+) -> dict[str, Any] | None:
     if not isinstance(step, Mapping):
         errors.append(FieldError(path, f"must be an object, not {type_name(step)}"))
         return None
     before = len(errors)
-    check_unknown_keys(step, _STEP_FIELDS, path, errors)
+    check_unknown_keys(step, fields, path, errors)
     if "tool" in step:
         _check_tool_name(step["tool"], key_path(path, "tool"), errors)
     else:
         errors.append(FieldError(key_path(path, "tool"), "is required"))
     args = step.get("args", {})
     if "args" in step:
-        errors.extend(validate_args(args, key_path(path, "args")))
+        errors.extend(validate_args(args, key_path(path, "args"), operators=operators))
     max_calls = step.get("maxCalls", DEFAULT_MAX_CALLS)
     if "maxCalls" in step:
         check_integer(
@@ -131,27 +166,40 @@ def _validate_step(step: object, path: str, errors: list[FieldError]) -> dict[st
     }
 
 
-def validate_plan(document: object) -> dict[str, Any]:
-    """Validate a plan document and return a new, normalised copy.
-
-    Strict: unknown keys at any level are errors (a misspelt `regx` ignored would widen the
-    plan). Every problem is collected and raised together as DocumentInvalid, each with the
-    path of the bad field. The result has every default filled in::
-
-        {"version": 1, "goal": ..., "user": ..., "steps": [
-            {"tool": ..., "args": {...} or {}, "maxCalls": n or 20, "required": bool}]}
-
-    `goal` and `user` are kept exactly as given (the server matches `user` case-
-    insensitively). Validating a normalised plan returns an equal dict.
-    """
-    if not isinstance(document, Mapping):
-        raise DocumentInvalid(
-            [FieldError("", f"a plan must be a JSON object, not {type_name(document)}")]
+def _validate_step_v2(step: object, path: str, errors: list[FieldError]) -> dict[str, Any] | None:
+    """A version-2 step: version 1's fields with its operators, and `id`, `after` (its
+    shape: the names it holds are checked once every id is known) and `additionalArgs`."""
+    normalized = _validate_step(step, path, errors, fields=_STEP_FIELDS_V2, operators=OPERATORS_V2)
+    if not isinstance(step, Mapping):
+        return None
+    before = len(errors)
+    if "id" in step:
+        _check_step_id(step["id"], key_path(path, "id"), errors)
+    after = step.get("after", [])
+    if not isinstance(after, list):
+        errors.append(
+            FieldError(key_path(path, "after"), f"must be an array, not {type_name(after)}")
         )
-    errors: list[FieldError] = []
-    check_unknown_keys(document, _PLAN_FIELDS, "", errors)
-    _check_version(document, errors)
+    elif len(after) > MAX_AFTER:
+        errors.append(FieldError(key_path(path, "after"), f"must name at most {MAX_AFTER} steps"))
+    additional_args = step.get("additionalArgs", True)
+    if not isinstance(additional_args, bool):
+        errors.append(
+            FieldError(
+                key_path(path, "additionalArgs"),
+                f"must be a boolean, not {type_name(additional_args)}",
+            )
+        )
+    if normalized is None or len(errors) > before:
+        return None
+    if "id" in step:
+        normalized["id"] = step["id"]
+    normalized["after"] = list(after)
+    normalized["additionalArgs"] = additional_args
+    return normalized
 
+
+def _check_goal_and_user(document: Mapping[Any, Any], errors: list[FieldError]) -> None:
     if "goal" in document:
         check_string(
             document["goal"],
@@ -169,22 +217,66 @@ def validate_plan(document: object) -> dict[str, Any]:
     else:
         errors.append(FieldError("user", "is required"))
 
-    steps: list[dict[str, Any] | None] = []
+
+def _validate_steps(
+    document: Mapping[Any, Any],
+    errors: list[FieldError],
+    validate_step: Callable[[object, str, list[FieldError]], dict[str, Any] | None],
+) -> tuple[list[object], list[dict[str, Any] | None]]:
+    """The raw steps (none unless `steps` is an array) and each one validated."""
     if "steps" not in document:
         errors.append(FieldError("steps", "is required"))
-    elif not isinstance(document["steps"], list):
-        errors.append(FieldError("steps", f"must be an array, not {type_name(document['steps'])}"))
-    else:
-        raw_steps = document["steps"]
-        if not raw_steps:
-            errors.append(FieldError("steps", "must have at least 1 step"))
-        elif len(raw_steps) > MAX_STEPS:
-            errors.append(FieldError("steps", f"must have at most {MAX_STEPS} steps"))
-        steps = [
-            _validate_step(step, index_path("steps", index), errors)
-            for index, step in enumerate(raw_steps)
-        ]
+        return [], []
+    raw_steps = document["steps"]
+    if not isinstance(raw_steps, list):
+        errors.append(FieldError("steps", f"must be an array, not {type_name(raw_steps)}"))
+        return [], []
+    if not raw_steps:
+        errors.append(FieldError("steps", "must have at least 1 step"))
+    elif len(raw_steps) > MAX_STEPS:
+        errors.append(FieldError("steps", f"must have at most {MAX_STEPS} steps"))
+    steps = [
+        validate_step(step, index_path("steps", index), errors)
+        for index, step in enumerate(raw_steps)
+    ]
+    return raw_steps, steps
 
+
+def validate_plan(document: object) -> dict[str, Any]:
+    """Validate a plan document and return a new, normalised copy.
+
+    Strict: unknown keys at any level are errors (a misspelt `regx` ignored would widen the
+    plan). Every problem is collected and raised together as DocumentInvalid, each with the
+    path of the bad field. The result has every default filled in::
+
+        {"version": 1, "goal": ..., "user": ..., "steps": [
+            {"tool": ..., "args": {...} or {}, "maxCalls": n or 20, "required": bool}]}
+
+    Version 2 (docs/decisions/0066) adds to every step `"after": [...]` (default `[]`),
+    `"additionalArgs"` (default true) and its `"id"` when it has one, and to the plan
+    `"budgets": [...]` (default `[]`); its constraints may use `OPERATORS_V2`. A document
+    whose `version` is not 2 is read as version 1, so a version-1 plan holding any of
+    those is refused as it always was.
+
+    `goal` and `user` are kept exactly as given (the server matches `user` case-
+    insensitively). Validating a normalised plan returns an equal dict.
+    """
+    if not isinstance(document, Mapping):
+        raise DocumentInvalid(
+            [FieldError("", f"a plan must be a JSON object, not {type_name(document)}")]
+        )
+    version = document.get("version")
+    if isinstance(version, int) and not isinstance(version, bool) and version == 2:
+        return _validate_plan_v2(document)
+    return _validate_plan_v1(document)
+
+
+def _validate_plan_v1(document: Mapping[Any, Any]) -> dict[str, Any]:
+    errors: list[FieldError] = []
+    check_unknown_keys(document, _PLAN_FIELDS, "", errors)
+    _check_version(document, errors)
+    _check_goal_and_user(document, errors)
+    _, steps = _validate_steps(document, errors, _validate_step)
     if errors:
         raise DocumentInvalid(errors)
     return {
@@ -193,6 +285,231 @@ def validate_plan(document: object) -> dict[str, Any]:
         "user": document["user"],
         "steps": steps,
     }
+
+
+def _validate_plan_v2(document: Mapping[Any, Any]) -> dict[str, Any]:
+    errors: list[FieldError] = []
+    check_unknown_keys(document, _PLAN_FIELDS_V2, "", errors)
+    _check_goal_and_user(document, errors)
+    raw_steps, steps = _validate_steps(document, errors, _validate_step_v2)
+    step_ids, unique = _step_ids(raw_steps, errors)
+    _check_order(raw_steps, step_ids, unique, errors)
+    budgets = _validate_budgets(document, step_ids, errors)
+    if errors:
+        raise DocumentInvalid(errors)
+    return {
+        "version": 2,
+        "goal": document["goal"],
+        "user": document["user"],
+        "steps": steps,
+        "budgets": budgets,
+    }
+
+
+# --- version 2: ids, order and budgets ----------------------------------------------------
+
+
+def is_step_id(value: object) -> TypeGuard[str]:
+    """True when `value` is a valid step (or budget) id."""
+    return isinstance(value, str) and _STEP_ID.fullmatch(value) is not None
+
+
+def _check_step_id(value: object, path: str, errors: list[FieldError]) -> bool:
+    if not isinstance(value, str):
+        errors.append(FieldError(path, f"must be a string, not {type_name(value)}"))
+        return False
+    if not is_step_id(value):
+        errors.append(FieldError(path, _STEP_ID_RULE))
+        return False
+    return True
+
+
+def _step_ids(raw_steps: Sequence[object], errors: list[FieldError]) -> tuple[dict[str, int], bool]:
+    """Each valid step id and the index of the first step holding it, and whether no id
+    repeats (a repeat is reported at the later step's `id`)."""
+    step_ids: dict[str, int] = {}
+    unique = True
+    for index, step in enumerate(raw_steps):
+        step_id = step.get("id") if isinstance(step, Mapping) else None
+        if not is_step_id(step_id):
+            continue
+        first = step_ids.setdefault(step_id, index)
+        if first != index:
+            unique = False
+            errors.append(
+                FieldError(
+                    key_path(index_path("steps", index), "id"),
+                    f"repeats the id of steps[{first}]",
+                )
+            )
+    return step_ids, unique
+
+
+def _resolve_step_ids(
+    names: Sequence[object], path: str, step_ids: Mapping[str, int], errors: list[FieldError]
+) -> list[int]:
+    """The indexes of the steps `names` names, in order; an error at `path[j]` for each
+    name that is no id, repeats or names no step."""
+    indexes: list[int] = []
+    seen: set[str] = set()
+    for position, name in enumerate(names):
+        name_path = index_path(path, position)
+        if not _check_step_id(name, name_path, errors):
+            continue
+        assert isinstance(name, str)
+        if name in seen:
+            errors.append(FieldError(name_path, f"names {name!r} twice"))
+            continue
+        seen.add(name)
+        index = step_ids.get(name)
+        if index is None:
+            errors.append(FieldError(name_path, f"names no step id {name!r}"))
+        else:
+            indexes.append(index)
+    return indexes
+
+
+def _check_order(
+    raw_steps: Sequence[object],
+    step_ids: Mapping[str, int],
+    unique: bool,
+    errors: list[FieldError],
+) -> None:
+    """Every `after` names existing steps, and no step waits, through any chain, on itself.
+    Cycles are looked for only when ids are unique (a repeated id has no one meaning)."""
+    waits_for: list[list[int]] = []
+    for index, step in enumerate(raw_steps):
+        after = step.get("after") if isinstance(step, Mapping) else None
+        if isinstance(after, list) and len(after) <= MAX_AFTER:
+            path = key_path(index_path("steps", index), "after")
+            waits_for.append(_resolve_step_ids(after, path, step_ids, errors))
+        else:
+            waits_for.append([])
+    if not unique:
+        return
+    cycle = _first_cycle(waits_for)
+    if cycle is not None:
+        names = {index: name for name, index in step_ids.items()}
+        errors.append(
+            FieldError(
+                key_path(index_path("steps", cycle[0]), "after"),
+                "forms a cycle: " + " -> ".join(names[index] for index in cycle),
+            )
+        )
+
+
+def _first_cycle(edges: Sequence[Sequence[int]]) -> list[int] | None:
+    """The first cycle an iterative three-colour depth-first search meets, as the node list
+    `[n, ..., n]` starting at the node whose edge closes it (`[n, n]` for a self-loop);
+    None when the graph is acyclic. Iterative, so no depth reaches Python's stack."""
+    white, grey, black = 0, 1, 2
+    colour = [white] * len(edges)
+    for root in range(len(edges)):
+        if colour[root] != white:
+            continue
+        colour[root] = grey
+        stack = [(root, 0)]  # (node, position of its next edge)
+        while stack:
+            node, position = stack[-1]
+            if position == len(edges[node]):
+                colour[node] = black
+                stack.pop()
+                continue
+            stack[-1] = (node, position + 1)
+            target = edges[node][position]
+            if colour[target] == grey:  # a back edge: node -> target closes a cycle
+                path = [entry[0] for entry in stack]
+                loop = path[path.index(target) :]  # target ... node, each waiting on the next
+                return [node, *loop[:-1], node] if len(loop) > 1 else [node, node]
+            if colour[target] == white:
+                colour[target] = grey
+                stack.append((target, 0))
+    return None
+
+
+def _check_argument_name(value: object, path: str, errors: list[FieldError]) -> None:
+    """An argument name as `validate_args` checks one."""
+    if not isinstance(value, str) or not value:
+        errors.append(FieldError(path, "argument names must be non-empty strings"))
+    elif len(value) > MAX_ARG_NAME_LENGTH:
+        errors.append(FieldError(path, f"argument name is longer than {MAX_ARG_NAME_LENGTH}"))
+    else:
+        check_string(value, path, errors, max_length=MAX_ARG_NAME_LENGTH)
+
+
+def _check_budget_max(value: object, path: str, errors: list[FieldError]) -> None:
+    if not check_number(value, path, errors):
+        return
+    assert isinstance(value, int | float)
+    if value <= 0:
+        errors.append(FieldError(path, "must be greater than 0"))
+    elif value > MAX_SAFE_INTEGER:
+        errors.append(FieldError(path, f"must be at most {MAX_SAFE_INTEGER}"))
+
+
+def _validate_budget(
+    budget: object,
+    path: str,
+    step_ids: Mapping[str, int],
+    budget_ids: dict[str, str],
+    errors: list[FieldError],
+) -> dict[str, Any] | None:
+    if not isinstance(budget, Mapping):
+        errors.append(FieldError(path, f"must be an object, not {type_name(budget)}"))
+        return None
+    before = len(errors)
+    check_unknown_keys(budget, _BUDGET_FIELDS, path, errors)
+    for field in _BUDGET_FIELDS:
+        if field not in budget:
+            errors.append(FieldError(key_path(path, field), "is required"))
+    if "id" in budget and _check_step_id(budget["id"], key_path(path, "id"), errors):
+        first = budget_ids.setdefault(budget["id"], path)
+        if first != path:
+            errors.append(FieldError(key_path(path, "id"), f"repeats the id of {first}"))
+    if "arg" in budget:
+        _check_argument_name(budget["arg"], key_path(path, "arg"), errors)
+    if "steps" in budget:
+        names, steps_path = budget["steps"], key_path(path, "steps")
+        if not isinstance(names, list):
+            errors.append(FieldError(steps_path, f"must be an array, not {type_name(names)}"))
+        elif not names:
+            errors.append(FieldError(steps_path, "must name at least 1 step"))
+        elif len(names) > MAX_BUDGET_STEPS:
+            errors.append(FieldError(steps_path, f"must name at most {MAX_BUDGET_STEPS} steps"))
+        else:
+            _resolve_step_ids(names, steps_path, step_ids, errors)
+    if "max" in budget:
+        _check_budget_max(budget["max"], key_path(path, "max"), errors)
+    if len(errors) > before:
+        return None
+    return {
+        "id": budget["id"],
+        "arg": budget["arg"],
+        "steps": list(budget["steps"]),
+        "max": budget["max"],
+    }
+
+
+def _validate_budgets(
+    document: Mapping[Any, Any], step_ids: Mapping[str, int], errors: list[FieldError]
+) -> list[dict[str, Any]]:
+    if "budgets" not in document:
+        return []
+    raw_budgets = document["budgets"]
+    if not isinstance(raw_budgets, list):
+        errors.append(FieldError("budgets", f"must be an array, not {type_name(raw_budgets)}"))
+        return []
+    if len(raw_budgets) > MAX_BUDGETS:
+        errors.append(FieldError("budgets", f"must have at most {MAX_BUDGETS} budgets"))
+        return []
+    budget_ids: dict[str, str] = {}
+    budgets = []
+    for position, budget in enumerate(raw_budgets):
+        path = index_path("budgets", position)
+        normalized = _validate_budget(budget, path, step_ids, budget_ids, errors)
+        if normalized is not None:
+            budgets.append(normalized)
+    return budgets
 
 
 def plan_hash(plan: Mapping[str, Any]) -> str:
@@ -205,121 +522,343 @@ def plan_hash(plan: Mapping[str, Any]) -> str:
     return sha256_hex(plan)
 
 
-def _constraint_schema() -> dict[str, Any]:
-    def operator(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "properties": {name: {**schema, "description": description}},
-            "required": [name],
-            "additionalProperties": False,
-        }
-
+def _operator_schema(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {
-        "description": "Exactly one operator that the argument's value must satisfy.",
-        "oneOf": [
-            operator("eq", {}, "The argument equals this JSON value (1 is 1.0; true is not 1)."),
-            operator(
-                "in",
-                {"type": "array", "minItems": 1, "maxItems": MAX_IN_MEMBERS},
-                "The argument equals one of these values.",
-            ),
-            operator(
-                "glob",
-                {"type": "string", "maxLength": MAX_PATTERN_LENGTH},
-                "The argument is a string matching this whole glob: * any run of characters"
-                " (including /), ? one character, [abc] / [a-z] / [!abc] a class."
-                " Case-sensitive.",
-            ),
-            operator(
-                "regex",
-                {"type": "string", "maxLength": MAX_PATTERN_LENGTH},
-                "The argument is a string and the whole string matches this RE2 regular"
-                " expression.",
-            ),
-            operator("lte", {"type": "number"}, "The argument is a number <= this value."),
-            operator("gte", {"type": "number"}, "The argument is a number >= this value."),
-        ],
+        "type": "object",
+        "properties": {name: {**schema, "description": description}},
+        "required": [name],
+        "additionalProperties": False,
     }
 
 
-def plan_json_schema() -> dict[str, Any]:
+def _string_list(description: str, **limits: Any) -> dict[str, Any]:
+    return {
+        "type": "array",
+        "items": {"type": "string"},
+        "minItems": 1,
+        "uniqueItems": True,
+        "description": description,
+        **limits,
+    }
+
+
+def _shape_operators() -> list[dict[str, Any]]:
+    """The operators version 2 adds (docs/decisions/0066, section 2)."""
+    return [
+        _operator_schema(
+            "type",
+            {"enum": list(JSON_TYPES)},
+            "The argument's JSON type is this one. integer is a number with an integral"
+            " value (1.0 counts); a boolean is never a number.",
+        ),
+        _operator_schema(
+            "maxLength",
+            {"type": "integer", "minimum": 0, "maximum": MAX_LENGTH_LIMIT},
+            "The argument is a string of at most this many characters (Unicode code points).",
+        ),
+        _operator_schema(
+            "subpath",
+            {"type": "string", "pattern": "^/", "maxLength": MAX_PATTERN_LENGTH},
+            "The argument is an absolute path that, once . and .. and repeated slashes are"
+            " resolved, is this directory or lies under it. Write the directory in normal"
+            " form (/srv/repo/src, not /srv/repo/src/ or /srv/./repo/src). A value with a"
+            " backslash, a control character, a %-escape or a .. above the root is refused.",
+        ),
+        _operator_schema(
+            "url",
+            {
+                "type": "object",
+                "properties": {
+                    "scheme": {
+                        "type": "array",
+                        "items": {"enum": list(_URL_SCHEMES)},
+                        "minItems": 1,
+                        "uniqueItems": True,
+                        "description": "The schemes allowed.",
+                    },
+                    "host": _string_list(
+                        "The hosts allowed: lowercase DNS names (*.acme.dev matches every"
+                        " name under acme.dev, not acme.dev itself) or IP addresses."
+                    ),
+                    "pathPrefix": {
+                        "type": "string",
+                        "pattern": "^/",
+                        "description": (
+                            "The URL's path is this one or lies under it, by whole segments."
+                        ),
+                    },
+                    "ports": {
+                        "type": "array",
+                        "items": {"type": "integer", "minimum": 1, "maximum": 65535},
+                        "minItems": 1,
+                        "uniqueItems": True,
+                        "description": "Ports allowed besides the scheme's default one.",
+                    },
+                },
+                "required": ["scheme", "host"],
+                "additionalProperties": False,
+            },
+            "The argument is a URL, parsed as browsers parse it, with one of these schemes"
+            " and hosts, no user name or password, the default port or a listed one and,"
+            " with pathPrefix, a path under it. Query and fragment are free.",
+        ),
+        _operator_schema(
+            "cidr",
+            {
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": 1,
+                "maxItems": _MAX_CIDR_NETWORKS,
+            },
+            "The argument is an IP address string inside one of these networks, each"
+            " written with no host bits set (10.0.0.0/8, 2001:db8::/32).",
+        ),
+        _operator_schema(
+            "argv",
+            {
+                "type": "object",
+                "properties": {
+                    "cmd": _string_list("The programs allowed, each an exact element 0."),
+                    "maxArgs": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "At most this many elements after the program.",
+                    },
+                    "options": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "uniqueItems": True,
+                        "description": (
+                            "When given, every element starting with - is one of these, or"
+                            " one of these followed by =."
+                        ),
+                    },
+                },
+                "required": ["cmd"],
+                "additionalProperties": False,
+            },
+            "The argument is a command: a list of strings, or one string split as a POSIX"
+            " shell splits words. Element 0 is one of cmd, and no element holds whitespace,"
+            " quotes or a shell metacharacter (; & | ` $ ( ) < > { } * ? [ ] ~ ! # \\).",
+        ),
+    ]
+
+
+def _constraint_schema(version: int = 1) -> dict[str, Any]:
+    """The schema of one constraint in a plan (or policy) of `version`."""
+    operators = [
+        _operator_schema(
+            "eq", {}, "The argument equals this JSON value (1 is 1.0; true is not 1)."
+        ),
+        _operator_schema(
+            "in",
+            {"type": "array", "minItems": 1, "maxItems": MAX_IN_MEMBERS},
+            "The argument equals one of these values.",
+        ),
+        _operator_schema(
+            "glob",
+            {"type": "string", "maxLength": MAX_PATTERN_LENGTH},
+            "The argument is a string matching this whole glob: * any run of characters"
+            " (including /), ? one character, [abc] / [a-z] / [!abc] a class."
+            " Case-sensitive.",
+        ),
+        _operator_schema(
+            "regex",
+            {"type": "string", "maxLength": MAX_PATTERN_LENGTH},
+            "The argument is a string and the whole string matches this RE2 regular expression.",
+        ),
+        _operator_schema("lte", {"type": "number"}, "The argument is a number <= this value."),
+        _operator_schema("gte", {"type": "number"}, "The argument is a number >= this value."),
+    ]
+    if version >= 2:
+        operators.extend(_shape_operators())
+    return {
+        "description": "Exactly one operator that the argument's value must satisfy.",
+        "oneOf": operators,
+    }
+
+
+_STEP_ID_SCHEMA: Final = {"type": "string", "pattern": STEP_ID_PATTERN}
+
+
+def _step_schema(version: int) -> dict[str, Any]:
+    free = (
+        "arguments not listed are free."
+        if version == 1
+        else "arguments not listed are free unless additionalArgs is false."
+    )
+    properties: dict[str, Any] = {
+        "tool": {
+            "type": "string",
+            "pattern": TOOL_NAME_PATTERN,
+            "description": "The exact tool name (never a glob).",
+        },
+        "args": {
+            "type": "object",
+            "description": (
+                "Arguments pinned for this step: argument name to one constraint. Every"
+                " pinned argument must be present in the call and satisfy its"
+                f" constraint; {free}"
+            ),
+            "maxProperties": MAX_ARGS,
+            "propertyNames": {"minLength": 1, "maxLength": MAX_ARG_NAME_LENGTH},
+            "additionalProperties": _constraint_schema(version),
+        },
+        "maxCalls": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_MAX_CALLS,
+            "default": DEFAULT_MAX_CALLS,
+            "description": "How many calls this step allows.",
+        },
+        "required": {
+            "type": "boolean",
+            "default": False,
+            "description": "Whether the step must run for the plan to complete.",
+        },
+    }
+    if version >= 2:
+        properties["id"] = {
+            **_STEP_ID_SCHEMA,
+            "description": (
+                "A name for this step, unique in the plan, for after and budgets to refer to."
+            ),
+        }
+        properties["after"] = {
+            "type": "array",
+            "items": _STEP_ID_SCHEMA,
+            "maxItems": MAX_AFTER,
+            "uniqueItems": True,
+            "default": [],
+            "description": (
+                "Ids of the steps that must each have completed at least once before a"
+                " call of this step is allowed (no cycles)."
+            ),
+        }
+        properties["additionalArgs"] = {
+            "type": "boolean",
+            "default": True,
+            "description": "false blocks a call passing any argument this step does not pin.",
+        }
+    return {
+        "type": "object",
+        "description": "One tool the agent will call, and how.",
+        "properties": properties,
+        "required": ["tool"],
+        "additionalProperties": False,
+    }
+
+
+def _budget_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": (
+            "A ceiling on the sum of one number argument over every call the named steps"
+            " are allowed; a call that would pass it is blocked."
+        ),
+        "properties": {
+            "id": {**_STEP_ID_SCHEMA, "description": "A name for this budget, unique."},
+            "arg": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_ARG_NAME_LENGTH,
+                "description": (
+                    "The argument added up. Every call of the named steps must pass it as a"
+                    " number of at least 0."
+                ),
+            },
+            "steps": {
+                "type": "array",
+                "items": _STEP_ID_SCHEMA,
+                "minItems": 1,
+                "maxItems": MAX_BUDGET_STEPS,
+                "uniqueItems": True,
+                "description": "The ids of the steps whose calls count.",
+            },
+            "max": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "maximum": MAX_SAFE_INTEGER,
+                "description": "The most the calls may add up to.",
+            },
+        },
+        "required": list(_BUDGET_FIELDS),
+        "additionalProperties": False,
+    }
+
+
+def _plan_schema(version: int) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "version": {"type": "integer", "const": version},
+        "goal": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_GOAL_LENGTH,
+            "pattern": r"\S",
+            "description": "What the agent is trying to achieve.",
+        },
+        "user": {
+            "type": "string",
+            "maxLength": MAX_USER_LENGTH,
+            "pattern": EMAIL_PATTERN,
+            "description": "E-mail address of the person the agent acts for.",
+        },
+        "steps": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_STEPS,
+            "items": _step_schema(version),
+        },
+    }
+    if version >= 2:
+        properties["budgets"] = {
+            "type": "array",
+            "maxItems": MAX_BUDGETS,
+            "default": [],
+            "items": _budget_schema(),
+        }
+    return {
+        "title": "Plangate plan" if version == 1 else f"Plangate plan, version {version}",
+        "description": _PLAN_DESCRIPTION,
+        "type": "object",
+        "properties": properties,
+        "required": list(_PLAN_FIELDS),
+        "additionalProperties": False,
+    }
+
+
+_PLAN_DESCRIPTION: Final = (
+    "Declare the goal, the person the agent acts for and every tool call it intends"
+    " to make, before calling any tool."
+)
+
+
+def plan_json_schema(*, version: int | None = None) -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of the plan document, as strict as JSON Schema allows.
+
+    Without `version`, every version: `oneOf` the version schemas, told apart by the
+    `const` of `version`. With it, that version's schema alone (`declare_plan` embeds
+    version 2's: tool-calling APIs want one object at the root).
 
     Self-contained (no `$ref`) so that language-model tool definitions can embed it as is.
     `validate_plan` remains the authority; a few rules are not expressible here: integer
     versions/maxCalls written as 1.0, glob class syntax, RE2 syntax, the size and depth
-    bounds of `eq`/`in` values, and the safe-integer, NUL and lone-surrogate checks.
+    bounds of `eq`/`in` values, and the safe-integer, NUL and lone-surrogate checks; in
+    version 2 also step ids that `after` and budgets name, unique ids, cycles, and the
+    normal forms and bounds of the shape operators' operands.
     """
-    constraint = _constraint_schema()
-    step = {
-        "type": "object",
-        "description": "One tool the agent will call, and how.",
-        "properties": {
-            "tool": {
-                "type": "string",
-                "pattern": TOOL_NAME_PATTERN,
-                "description": "The exact tool name (never a glob).",
-            },
-            "args": {
-                "type": "object",
-                "description": (
-                    "Arguments pinned for this step: argument name to one constraint. Every"
-                    " pinned argument must be present in the call and satisfy its"
-                    " constraint; arguments not listed are free."
-                ),
-                "maxProperties": MAX_ARGS,
-                "propertyNames": {"minLength": 1, "maxLength": MAX_ARG_NAME_LENGTH},
-                "additionalProperties": constraint,
-            },
-            "maxCalls": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": MAX_MAX_CALLS,
-                "default": DEFAULT_MAX_CALLS,
-                "description": "How many calls this step allows.",
-            },
-            "required": {
-                "type": "boolean",
-                "default": False,
-                "description": "Whether the step must run for the plan to complete.",
-            },
-        },
-        "required": ["tool"],
-        "additionalProperties": False,
-    }
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "Plangate plan",
-        "description": (
-            "Declare the goal, the person the agent acts for and every tool call it intends"
-            " to make, before calling any tool."
-        ),
-        "type": "object",
-        "properties": {
-            "version": {"type": "integer", "const": PLAN_VERSION},
-            "goal": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": MAX_GOAL_LENGTH,
-                "pattern": r"\S",
-                "description": "What the agent is trying to achieve.",
-            },
-            "user": {
-                "type": "string",
-                "maxLength": MAX_USER_LENGTH,
-                "pattern": EMAIL_PATTERN,
-                "description": "E-mail address of the person the agent acts for.",
-            },
-            "steps": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": MAX_STEPS,
-                "items": step,
-            },
-        },
-        "required": list(_PLAN_FIELDS),
-        "additionalProperties": False,
-    }
+    marker = {"$schema": "https://json-schema.org/draft/2020-12/schema"}
+    if version is None:
+        return {
+            **marker,
+            "title": "Plangate plan",
+            "description": _PLAN_DESCRIPTION,
+            "type": "object",
+            "oneOf": [_plan_schema(number) for number in PLAN_VERSIONS],
+        }
+    if version not in PLAN_VERSIONS:
+        raise ValueError(f"no plan version {version!r}")
+    return {**marker, **_plan_schema(version)}
 
 
 class CompiledPlan:

@@ -205,7 +205,7 @@ def test_bad_regex_is_rejected() -> None:
     ("changes", "path"),
     [
         ({"version": True}, "version"),
-        ({"version": 2}, "version"),
+        ({"version": 3}, "version"),
         ({"version": "1"}, "version"),
         ({"version": 1.0}, "version"),
         ({"goal": 5}, "goal"),

@@ -78,7 +78,7 @@ EXAMPLES: list[tuple[str, object, bool]] = [
     ("maxCalls fraction", plan({"tool": "t", "maxCalls": 1.5}), False),
     ("required string", plan({"tool": "t", "required": "yes"}), False),
     ("version true", plan({"tool": "t"}, version=True), False),
-    ("version 2", plan({"tool": "t"}, version=2), False),
+    ("version 3", plan({"tool": "t"}, version=3), False),
     ("goal empty", plan({"tool": "t"}, goal=""), False),
     ("goal blank", plan({"tool": "t"}, goal="   "), False),
     ("goal too long", plan({"tool": "t"}, goal="g" * 1001), False),

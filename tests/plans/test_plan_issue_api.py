@@ -187,7 +187,7 @@ def test_body_nested_too_deeply_is_invalid_request_not_a_server_error(agent, dep
         (lambda p: p["steps"][0].update({"tool": "github_*"}), "plan.steps[0].tool"),
         (lambda p: p.update({"steps": [{"tool": "t"}] * 51}), "plan.steps"),
         (lambda p: p.update({"goal": ""}), "plan.goal"),
-        (lambda p: p.update({"version": 2}), "plan.version"),
+        (lambda p: p.update({"version": 3}), "plan.version"),
         (lambda p: p["steps"][1].update({"maxCalls": 0}), "plan.steps[1].maxCalls"),
         (lambda p: p.update({"extra": 1}), "plan.extra"),
     ],

@@ -549,6 +549,7 @@ def _probes(constraints: Sequence[Mapping[str, Any]]) -> list[Any]:
             values.extend((f"{sample}/{padding}", f"{sample}?{padding}"))
     for sample in shape_texts[:_PROBES_PER_PATTERN]:
         values.extend((f"{sample}/probe", f"{sample}a", f"{sample} -x", sample[:-1]))
+        values.extend((f"/{sample}", f"{sample}/", f"{sample}/./probe", f" {sample}"))
     return values
 
 

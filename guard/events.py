@@ -63,6 +63,7 @@ from guard.decisions import (
     PlanOutcome,
 )
 from guard.errors import DocumentInvalid, FieldError
+from guard.plan import MAX_BUDGETS, STEP_ID_PATTERN
 from guard.policy import MAX_RULES
 from guard.utc import isoformat_z
 
@@ -95,9 +96,9 @@ _STREAM_ID = re.compile(STREAM_ID_PATTERN)
 _MAX_TIME_LENGTH = 40
 # A budget's id, as a version-2 plan names it (docs/decisions/0066), and the most budgets a
 # plan has: an allowed call counts against at most that many.
-BUDGET_ID_PATTERN = r"^[a-z0-9_-]{1,32}$"
+BUDGET_ID_PATTERN = STEP_ID_PATTERN
 _BUDGET_ID = re.compile(BUDGET_ID_PATTERN)
-MAX_EVENT_AMOUNTS = 20
+MAX_EVENT_AMOUNTS = MAX_BUDGETS
 
 
 # --- declaring (the schema) -------------------------------------------------------------

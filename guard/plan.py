@@ -19,7 +19,10 @@ from guard._document import (
     key_path,
     type_name,
 )
+from guard.addresses import MAX_NETWORKS
+from guard.budgets import amounts_matcher, compile_budgets
 from guard.canonical import sha256_hex
+from guard.commands import MAX_ARGUMENTS, MAX_OPTIONS, MAX_PROGRAMS
 from guard.constraints import (
     JSON_TYPES,
     MAX_ARG_NAME_LENGTH,
@@ -35,6 +38,7 @@ from guard.constraints import (
 )
 from guard.eq_index import EqIndex
 from guard.errors import DocumentInvalid, FieldError
+from guard.paths import MAX_BASE_LENGTH
 
 __all__ = [
     "DEFAULT_MAX_CALLS",
@@ -72,9 +76,12 @@ STEP_ID_PATTERN: Final = r"^[a-z0-9_-]{1,32}$"
 MAX_AFTER: Final = 50
 MAX_BUDGETS: Final = 20
 MAX_BUDGET_STEPS: Final = 50
-# What the schema says of two shape operands; guard.urls and guard.addresses validate them.
+# What the schema says of a url operand: guard.urls validates it (and imports ada_url,
+# which the schema has no need of); tests/guard/test_plan_schema.py keeps them equal.
 _URL_SCHEMES: Final = ("http", "https", "ws", "wss")
-_MAX_CIDR_NETWORKS: Final = 1_000
+_MAX_URL_HOSTS: Final = 1_000
+_MAX_URL_PORTS: Final = 1_000
+_MAX_URL_PATH_PREFIX_LENGTH: Final = 1_000
 
 # A deliberately simple e-mail check: one `@`, a non-empty local part, a domain made of at
 # least two non-empty dot-separated labels, no whitespace or control characters. The
@@ -531,19 +538,9 @@ def _operator_schema(name: str, schema: dict[str, Any], description: str) -> dic
     }
 
 
-def _string_list(description: str, **limits: Any) -> dict[str, Any]:
-    return {
-        "type": "array",
-        "items": {"type": "string"},
-        "minItems": 1,
-        "uniqueItems": True,
-        "description": description,
-        **limits,
-    }
-
-
 def _shape_operators() -> list[dict[str, Any]]:
-    """The operators version 2 adds (docs/decisions/0066, section 2)."""
+    """The operators version 2 adds (docs/decisions/0066, section 2), with the limits of
+    the modules that validate their operands."""
     return [
         _operator_schema(
             "type",
@@ -558,7 +555,7 @@ def _shape_operators() -> list[dict[str, Any]]:
         ),
         _operator_schema(
             "subpath",
-            {"type": "string", "pattern": "^/", "maxLength": MAX_PATTERN_LENGTH},
+            {"type": "string", "pattern": "^/", "maxLength": MAX_BASE_LENGTH},
             "The argument is an absolute path that, once . and .. and repeated slashes are"
             " resolved, is this directory or lies under it. Write the directory in normal"
             " form (/srv/repo/src, not /srv/repo/src/ or /srv/./repo/src). A value with a"
@@ -576,13 +573,21 @@ def _shape_operators() -> list[dict[str, Any]]:
                         "uniqueItems": True,
                         "description": "The schemes allowed.",
                     },
-                    "host": _string_list(
-                        "The hosts allowed: lowercase DNS names (*.acme.dev matches every"
-                        " name under acme.dev, not acme.dev itself) or IP addresses."
-                    ),
+                    "host": {
+                        "type": "array",
+                        "items": {"type": "string", "minLength": 1},
+                        "minItems": 1,
+                        "maxItems": _MAX_URL_HOSTS,
+                        "uniqueItems": True,
+                        "description": (
+                            "The hosts allowed: lowercase DNS names (*.acme.dev matches every"
+                            " name under acme.dev, not acme.dev itself) or IP addresses."
+                        ),
+                    },
                     "pathPrefix": {
                         "type": "string",
                         "pattern": "^/",
+                        "maxLength": _MAX_URL_PATH_PREFIX_LENGTH,
                         "description": (
                             "The URL's path is this one or lies under it, by whole segments."
                         ),
@@ -591,6 +596,7 @@ def _shape_operators() -> list[dict[str, Any]]:
                         "type": "array",
                         "items": {"type": "integer", "minimum": 1, "maximum": 65535},
                         "minItems": 1,
+                        "maxItems": _MAX_URL_PORTS,
                         "uniqueItems": True,
                         "description": "Ports allowed besides the scheme's default one.",
                     },
@@ -608,26 +614,33 @@ def _shape_operators() -> list[dict[str, Any]]:
                 "type": "array",
                 "items": {"type": "string"},
                 "minItems": 1,
-                "maxItems": _MAX_CIDR_NETWORKS,
+                "maxItems": MAX_NETWORKS,
             },
             "The argument is an IP address string inside one of these networks, each"
-            " written with no host bits set (10.0.0.0/8, 2001:db8::/32).",
+            " written in normal form with no host bits set (10.0.0.0/8, 2001:db8::/32).",
         ),
         _operator_schema(
             "argv",
             {
                 "type": "object",
                 "properties": {
-                    "cmd": _string_list("The programs allowed, each an exact element 0."),
+                    "cmd": {
+                        "type": "array",
+                        "items": {"type": "string", "minLength": 1},
+                        "minItems": 1,
+                        "maxItems": MAX_PROGRAMS,
+                        "description": "The programs allowed, each an exact element 0.",
+                    },
                     "maxArgs": {
                         "type": "integer",
                         "minimum": 0,
+                        "maximum": MAX_ARGUMENTS,
                         "description": "At most this many elements after the program.",
                     },
                     "options": {
                         "type": "array",
                         "items": {"type": "string"},
-                        "uniqueItems": True,
+                        "maxItems": MAX_OPTIONS,
                         "description": (
                             "When given, every element starting with - is one of these, or"
                             " one of these followed by =."
@@ -866,16 +879,32 @@ class CompiledPlan:
 
     Budget counting is the caller's: it keeps a used-calls count per step and asks
     `choose_step` which matching step a call counts against.
+
+    A version-2 plan (`version2`, docs/decisions/0066) also has, per step index: the steps
+    it runs `after` (indexes), the argument names a closed step admits
+    (`allowed_arguments`: its pinned arguments and those its budgets sum; None for a step
+    open to any argument) and the budgets counting it (`step_budgets`). A budget's
+    argument is an implicit constraint of each step it counts (present, an amount:
+    `guard.budgets.is_amount`), part of `matching_steps`. For a version-1 plan these are
+    empty and `version2` is False: its calls are decided as they always were.
     """
 
     __slots__ = (
         "_candidates",
         "_indexes",
         "_matchers",
+        "after",
+        "allowed_arguments",
+        "budgets",
+        "has_closed_steps",
+        "ids",
         "max_calls",
         "plan",
         "required_steps",
+        "step_budgets",
+        "step_ids",
         "tools",
+        "version2",
     )
 
     def __init__(self, plan: Mapping[str, Any]) -> None:
@@ -891,6 +920,7 @@ class CompiledPlan:
         self._candidates: dict[str, tuple[int, ...]] = {
             tool: tuple(indexes) for tool, indexes in candidates.items()
         }
+        self._compile_version2(plan, steps, matchers)
         self._matchers: tuple[ArgsMatcher | None, ...] = tuple(matchers)
         # Many steps for one tool: narrow them by an argument they pin with `eq`.
         self._indexes: dict[str, EqIndex] = {}
@@ -905,6 +935,37 @@ class CompiledPlan:
             index for index, step in enumerate(steps) if step.get("required", False)
         )
         self.tools: tuple[str, ...] = tuple(step["tool"] for step in steps)
+
+    def _compile_version2(
+        self,
+        plan: Mapping[str, Any],
+        steps: Sequence[Mapping[str, Any]],
+        matchers: list[ArgsMatcher | None],
+    ) -> None:
+        """Order, closed arguments and budgets (nothing for a version-1 plan); a budgeted
+        step's matcher also requires its budgets' amounts."""
+        self.version2 = plan.get("version") == 2
+        self.ids: tuple[str | None, ...] = tuple(step.get("id") for step in steps)
+        self.step_ids: dict[str, int] = {
+            step_id: index for index, step_id in enumerate(self.ids) if step_id is not None
+        }
+        self.after: tuple[tuple[int, ...], ...] = tuple(
+            tuple(self.step_ids[step_id] for step_id in step.get("after", ())) for step in steps
+        )
+        self.budgets, self.step_budgets = compile_budgets(
+            plan.get("budgets", ()), self.step_ids, len(steps)
+        )
+        allowed: list[frozenset[str] | None] = []
+        for index, step in enumerate(steps):
+            summed = tuple(dict.fromkeys(budget.arg for budget in self.step_budgets[index]))
+            if summed:
+                matchers[index] = _all_of(matchers[index], amounts_matcher(summed))
+            if step.get("additionalArgs", True):
+                allowed.append(None)
+            else:
+                allowed.append(frozenset(step.get("args") or ()).union(summed))
+        self.allowed_arguments: tuple[frozenset[str] | None, ...] = tuple(allowed)
+        self.has_closed_steps = any(names is not None for names in allowed)
 
     def __len__(self) -> int:
         return len(self.tools)
@@ -949,3 +1010,22 @@ class CompiledPlan:
             if used[index] < max_calls[index]:
                 return index
         return None
+
+    def unexpected_arguments(self, step: int, args: Any) -> list[str]:
+        """The arguments of `args` that closed step `step` does not admit, in call order
+        (none for an open step)."""
+        names = self.allowed_arguments[step]
+        if names is None:
+            return []
+        return [name for name in args if name not in names]
+
+
+def _all_of(first: ArgsMatcher | None, second: ArgsMatcher) -> ArgsMatcher:
+    """A matcher requiring both (`first` None: `second` alone)."""
+    if first is None:
+        return second
+
+    def match_both(call_args: Any) -> bool:
+        return first(call_args) and second(call_args)
+
+    return match_both

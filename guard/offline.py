@@ -160,16 +160,26 @@ def simulated_token(
 def call_decide(token: VerifiedToken, calls: Sequence[tuple[object, object]]) -> list[CallDecision]:
     """The guard's decisions on ``calls`` (tool, args), made one after the other under a
     fresh plan state holding ``token``: the first is the first call of the plan, and each
-    allowed call counts against its step as in the guard."""
+    allowed call counts against its step (and its budgets) as in the guard, then returns:
+    its step is completed, as `Guard.call` completes it, so that a later call of a step
+    running `after` it is in order."""
+    lock = threading.Lock()
     decider = Decider(
-        lock=threading.Lock(),
+        lock=lock,
         publish=_shown_nowhere,
         wake_refresher=_no_refresh,
         auto_refresh=False,
     )
     plan = token.claims.plan
     state = PlanState(SIMULATED_PLAN_ID, plan, token.claims.ph, token, report_arguments=False)
-    return [decider.decide(state, tool, args, time.time()) for tool, args in calls]
+    decisions = []
+    for tool, args in calls:
+        decision = decider.decide(state, tool, args, time.time())
+        if decision.allowed and decision.step is not None:
+            with lock:
+                state.complete_step(decision.step)
+        decisions.append(decision)
+    return decisions
 
 
 def _shown_nowhere(*args: Any, **kwargs: Any) -> None:

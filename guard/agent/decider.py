@@ -23,6 +23,7 @@ from guard.agent.session import (
 )
 from guard.agent.tool_calls import ToolCalls, tool_calls
 from guard.agent.verified import VerifiedToken
+from guard.budgets import Amount, exact_amount, format_amount, reported_amount, try_add
 from guard.decisions import Decision
 from guard.finite import PLAIN_SCALAR_TYPES, non_finite_argument
 from guard.policy_evaluation import PolicyDecision
@@ -31,6 +32,7 @@ __all__ = ["Decider"]
 
 _PENDING: Final = acp.PENDING
 _IN_PROGRESS: Final = acp.IN_PROGRESS
+_COMPLETED: Final = acp.COMPLETED
 _PLAIN_SCALARS: Final = PLAIN_SCALAR_TYPES
 
 
@@ -116,6 +118,8 @@ class Decider:
             return plan.not_in_plan(tool, args)  # no step names the tool
         matching: Sequence[int] | None = entry.steps
         if matching is None:
+            if entry.version2:  # never set for a version-1 plan, whose path stays this one
+                return self._decide_v2(plan, entry, token, tool, args)
             matching = plan.compiled.matching_steps(tool, args)
             if not matching:
                 return plan.not_in_plan(tool, args)
@@ -163,6 +167,139 @@ class Decider:
                 verdict.description,
             )
             entry.allowed[step][verdict.rule] = decision
+        return decision
+
+    def _decide_v2(
+        self,
+        plan: PlanState,
+        entry: ToolCalls,
+        token: VerifiedToken,
+        tool: str,
+        args: Mapping[str, Any],
+    ) -> CallDecision:
+        """Decide a call of a version-2 plan (docs/decisions/0066, section 5), once its
+        arguments are known readable: the first matching step that admits every argument,
+        whose `after` steps have completed, with calls left and room in its budgets takes
+        the call, and its budgets count the amounts. When none can, the first matching
+        step's first failing check decides the code: ``unexpected_argument``,
+        ``out_of_order``, ``max_calls_exceeded``, ``budget_exceeded``."""
+        compiled = plan.compiled
+        matching: Sequence[int] | None = entry.unpinned
+        if matching is None:
+            matching = compiled.matching_steps(tool, args)
+            if not matching:
+                return plan.not_in_plan(tool, args)  # a budget's amount is missing or bad
+        candidates = matching
+        if compiled.has_closed_steps:
+            allowed_arguments = compiled.allowed_arguments
+            candidates = [
+                step
+                for step in matching
+                if (names := allowed_arguments[step]) is None or names.issuperset(args)
+            ]
+            if not candidates:
+                return plan.refused(
+                    tool,
+                    [
+                        (step, Decision.UNEXPECTED_ARGUMENT, plan.unexpected(step, args))
+                        for step in matching
+                    ],
+                )
+        verdict = entry.verdict
+        if verdict is None:
+            test = entry.test
+            if test is None:
+                verdict = entry.decide(args)
+            elif test(args):
+                verdict = entry.passed
+            else:
+                verdict = entry.otherwise
+        if not verdict.allowed:
+            return self._denied(entry, matching[0], verdict, token)
+        # The amounts, read and made exact before the lock (budget index -> amount).
+        step_budgets = compiled.step_budgets
+        amounts: dict[int, Amount] = {}
+        for step in candidates:
+            for budget in step_budgets[step]:
+                if budget.index not in amounts:
+                    amount = exact_amount(args.get(budget.arg))
+                    if amount is None:  # arguments that changed since they matched
+                        return plan.not_in_plan(tool, args)
+                    amounts[budget.index] = amount
+        used = plan.used
+        statuses = plan.statuses
+        totals = plan.budget_totals
+        max_calls = entry.max_calls
+        after = compiled.after
+        refusals: list[tuple[int, Decision, str]] = []
+        chosen = -1
+        started = False
+        counted: list[Amount] = []
+        self._acquire()
+        try:
+            for step in candidates:
+                for waited in after[step]:
+                    if statuses[waited] != _COMPLETED:
+                        break
+                else:
+                    if used[step] < max_calls[step]:
+                        covering = step_budgets[step]
+                        if (
+                            not covering
+                            or try_add(totals, covering, [amounts[b.index] for b in covering])
+                            is None
+                        ):
+                            chosen = step
+                            counted = [totals[budget.index] for budget in covering]
+                            used[step] += 1
+                            self.tool_output_seen = True
+                            started = statuses[step] == _PENDING
+                            if started:
+                                statuses[step] = _IN_PROGRESS
+                            break
+            else:
+                # No step can take the call: say why each matching step cannot, as the
+                # state was when it was decided.
+                for step in matching:
+                    if step in candidates:
+                        refusal = plan.step_refusal(step, amounts)
+                        if refusal is not None:
+                            refusals.append((step, *refusal))
+                    else:
+                        refusals.append(
+                            (step, Decision.UNEXPECTED_ARGUMENT, plan.unexpected(step, args))
+                        )
+        finally:
+            self._release()
+        if chosen < 0:
+            return plan.refused(tool, refusals)
+        if started:
+            self._publish(plan)
+        covering = step_budgets[chosen]
+        if covering:
+            # One decision per call: it names this call's amounts.
+            totals_now = "; ".join(
+                f"budget {budget.id!r} at {format_amount(total)} of {format_amount(budget.max)}"
+                for budget, total in zip(covering, counted, strict=True)
+            )
+            return CallDecision(
+                Decision.ALLOWED,
+                f"step {chosen + 1} ({tool}) of the plan; {verdict.reason}; {totals_now}",
+                chosen,
+                verdict.rule,
+                verdict.description,
+                {budget.id: reported_amount(args[budget.arg]) for budget in covering},
+            )
+        decision = entry.allowed[chosen].get(verdict.rule)
+        if decision is None:
+            decision = CallDecision(
+                Decision.ALLOWED,
+                f"step {chosen + 1} ({tool}) of the plan; {verdict.reason}",
+                chosen,
+                verdict.rule,
+                verdict.description,
+            )
+            entry.allowed[chosen][verdict.rule] = decision
         return decision
 
     @staticmethod

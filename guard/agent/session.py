@@ -16,6 +16,7 @@ from typing import Any, Final
 from guard.agent import acp
 from guard.agent.tool_calls import tool_calls
 from guard.agent.verified import VerifiedToken
+from guard.budgets import Amount, add_exactly, format_amount, is_amount
 from guard.constraints import compile_constraint
 from guard.decisions import Decision, PlanOutcome, not_completed_reason
 from guard.plan import CompiledPlan
@@ -33,10 +34,12 @@ class CallDecision:
     policy `rule` that decided (its index in the policy's rules; None for the default or
     when the policy was not consulted), `rule_description` naming that rule or the default
     for the decision log (None when the policy was not consulted), and a `reason` for
-    people and logs (which counts steps from 1). Immutable; shared between calls where
-    possible."""
+    people and logs (which counts steps from 1). An allowed call of a budgeted step
+    (version-2 plans) carries the `amounts` its budgets counted: budget id to the amount as
+    the call gave it; None for any other decision. Immutable; shared between calls where
+    possible (never one with `amounts`)."""
 
-    __slots__ = ("allowed", "code", "reason", "rule", "rule_description", "step")
+    __slots__ = ("allowed", "amounts", "code", "reason", "rule", "rule_description", "step")
 
     allowed: bool
     code: Decision
@@ -44,6 +47,7 @@ class CallDecision:
     step: int | None
     rule: int | None
     rule_description: str | None
+    amounts: dict[str, int | float] | None
 
     def __init__(
         self,
@@ -52,12 +56,14 @@ class CallDecision:
         step: int | None = None,
         rule: int | None = None,
         rule_description: str | None = None,
+        amounts: dict[str, int | float] | None = None,
     ) -> None:
         object.__setattr__(self, "code", code)
         object.__setattr__(self, "reason", reason)
         object.__setattr__(self, "step", step)
         object.__setattr__(self, "rule", rule)
         object.__setattr__(self, "rule_description", rule_description)
+        object.__setattr__(self, "amounts", amounts)
         object.__setattr__(self, "allowed", code is Decision.ALLOWED)
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -71,11 +77,12 @@ class CallDecision:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CallDecision):
             return NotImplemented
-        return (self.code, self.reason, self.step, self.rule) == (
+        return (self.code, self.reason, self.step, self.rule, self.amounts) == (
             other.code,
             other.reason,
             other.step,
             other.rule,
+            other.amounts,
         )
 
     def __hash__(self) -> int:
@@ -103,6 +110,7 @@ class PlanState:
 
     __slots__ = (
         "blocked",
+        "budget_totals",
         "compiled",
         "descriptions",
         "document",
@@ -139,6 +147,10 @@ class PlanState:
         self.install(token)
         self.report_arguments = report_arguments
         self.used = [0] * len(steps)
+        # What each budget of a version-2 plan has counted (`compiled.budgets` order),
+        # changed under the guard's lock with `used`; a refreshed token keeps it (`install`
+        # replaces the token only, and the plan, so every budget's max, cannot change).
+        self.budget_totals: list[Amount] = [0] * len(self.compiled.budgets)
         # Allowed calls whose tool raised (or answered with an error): they do not count as
         # the step having run (`ran`).
         self.failed = [0] * len(steps)
@@ -191,9 +203,85 @@ class PlanState:
                     f"{name} must satisfy {json.dumps(constraint, ensure_ascii=False)[:120]}",
                 )
                 for name, constraint in args.items()
+            ) + tuple(
+                (
+                    budget.arg,
+                    is_amount,
+                    f"{budget.arg} must be a number, not negative (budget {budget.id!r} sums it)",
+                )
+                for budget in self.compiled.step_budgets[index]
             )
             self.explainers[index] = explainer
         return explainer
+
+    def unexpected(self, step: int, args: Mapping[str, Any]) -> str:
+        """Why closed step `step` does not take a call with `args` (some unexpected)."""
+        unexpected = ", ".join(
+            repr(name) for name in self.compiled.unexpected_arguments(step, args)
+        )
+        names = self.compiled.allowed_arguments[step] or ()
+        admitted = ", ".join(repr(name) for name in sorted(names)) or "none"
+        return (
+            f"it takes only the arguments it names (additionalArgs is false): {unexpected}"
+            f" unexpected; it names {admitted}"
+        )
+
+    def step_refusal(self, step: int, amounts: Mapping[int, Amount]) -> tuple[Decision, str] | None:
+        """Why `step` cannot take a call now, as its first failing check in the order
+        ``out_of_order``, ``max_calls_exceeded``, ``budget_exceeded`` (`amounts`: the
+        call's amount by budget index); None when it can. The caller holds the guard's
+        lock (statuses, used counts and budget totals are read as the decision saw them)."""
+        compiled = self.compiled
+        waiting = [index for index in compiled.after[step] if self.statuses[index] != acp.COMPLETED]
+        if waiting:
+            names = ", ".join(self._step_name(index) for index in waiting)
+            return (
+                Decision.OUT_OF_ORDER,
+                f"it runs after step(s) {names}, not completed yet. A step completes when an"
+                " allowed call of it has returned: Guard.call, @guard.tool and the MCP gateway"
+                " record it; an application calling Guard.check alone must call"
+                " Guard.completed(decision) once the tool returned",
+            )
+        used, max_calls = self.used[step], compiled.max_calls[step]
+        if used >= max_calls:
+            return (
+                Decision.MAX_CALLS_EXCEEDED,
+                f"it has used its maxCalls ({used} of {max_calls} calls)",
+            )
+        for budget in compiled.step_budgets[step]:
+            total = self.budget_totals[budget.index]
+            amount = amounts[budget.index]
+            counted = add_exactly(total, amount)
+            if counted is None:
+                return (
+                    Decision.BUDGET_EXCEEDED,
+                    f"budget {budget.id!r} cannot add {budget.arg} {format_amount(amount)} to"
+                    f" its total {format_amount(total)} exactly (more than 60 significant"
+                    " digits)",
+                )
+            if counted > budget.max:
+                return (
+                    Decision.BUDGET_EXCEEDED,
+                    f"budget {budget.id!r} has counted {format_amount(total)} of its max"
+                    f" {format_amount(budget.max)}; {budget.arg} {format_amount(amount)} would"
+                    f" take it to {format_amount(counted)}",
+                )
+        return None
+
+    def refused(self, tool: str, refusals: Sequence[tuple[int, Decision, str]]) -> CallDecision:
+        """The decision for a call no matching step can take: the first matching step's
+        code, and why each matching step (index, code, detail) cannot take it."""
+        step, code, detail = refusals[0]
+        reason = f"step {step + 1} ({tool}) cannot take the call: {detail}"
+        others = "; ".join(f"step {index + 1}: {other}" for index, _code, other in refusals[1:])
+        if others:
+            reason += f" (nor can the other matching steps: {others})"
+        return CallDecision(code, reason, step)
+
+    def _step_name(self, index: int) -> str:
+        step_id = self.compiled.ids[index]
+        tool = self.compiled.tools[index]
+        return f"{index + 1} ({tool}, id {step_id!r})" if step_id else f"{index + 1} ({tool})"
 
     def spent(self, matching: Sequence[int]) -> CallDecision:
         steps = ", ".join(f"{index + 1} ({self.used[index]} calls)" for index in matching)

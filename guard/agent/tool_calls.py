@@ -36,6 +36,11 @@ class ToolCalls:
     (`CompiledPolicy.tool_decision`). `max_calls` is the plan's maxCalls per step. `allowed` and
     `denied` keep the decisions already made, per step and policy rule (None for the
     policy default): shared between calls, filled on first use.
+
+    A version-2 plan's tool (`version2`) always has `steps` None, so that the decider's
+    version-1 fast path never takes its calls: order, closed arguments and budgets are
+    checked on every call (`Decider._decide_v2`). There `unpinned` is what `steps` would be
+    (a budget's argument counts as pinned: it must be present and an amount).
     """
 
     __slots__ = (
@@ -47,7 +52,9 @@ class ToolCalls:
         "passed",
         "steps",
         "test",
+        "unpinned",
         "verdict",
+        "version2",
     )
 
     def __init__(
@@ -56,8 +63,12 @@ class ToolCalls:
         candidates: tuple[int, ...],
         policy: ToolDecision,
         max_calls: tuple[int, ...],
+        *,
+        version2: bool = False,
     ) -> None:
-        self.steps = steps
+        self.version2 = version2
+        self.unpinned = steps
+        self.steps = None if version2 else steps
         self.verdict: PolicyDecision | None = policy.fixed
         self.test: ArgsMatcher | None = policy.test
         # Read only when `test` is set, and then both are.
@@ -80,5 +91,6 @@ def tool_calls(plan: CompiledPlan, policy: CompiledPolicy) -> dict[str, ToolCall
             candidates,
             policy.tool_decision(tool),
             plan.max_calls,
+            version2=plan.version2,
         )
     return table

@@ -1,0 +1,304 @@
+"""How the guard decides a call of a version-2 plan (docs/decisions/0066, sections 4 and 5):
+order, closed arguments, budgets and which code wins; version-1 plans as before."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from guard.agent.decider import Decider
+from guard.agent.session import PlanState
+from guard.decisions import Decision
+from guard.offline import SIMULATED_PLAN_ID, call_decide, simulated_token
+from guard.plan import validate_plan
+from guard.policy import validate_policy
+
+ALLOW = validate_policy({"version": 1, "default": "allow", "rules": []})
+DENY_BIG_REFUNDS = validate_policy(
+    {
+        "version": 1,
+        "default": "allow",
+        "rules": [{"effect": "deny", "tools": ["refund"], "args": {"amount": {"gte": 1000}}}],
+    }
+)
+
+
+def step(tool: str, step_id: str | None = None, **fields: Any) -> dict[str, Any]:
+    """A normalised version-2 step."""
+    normalised = {
+        "tool": tool,
+        "args": {},
+        "maxCalls": 20,
+        "required": False,
+        "after": [],
+        "additionalArgs": True,
+        **fields,
+    }
+    if step_id is not None:
+        normalised["id"] = step_id
+    return normalised
+
+
+def plan(*steps: dict[str, Any], budgets: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A normalised version-2 plan."""
+    return {
+        "version": 2,
+        "goal": "Refund a customer",
+        "user": "alice@acme.dev",
+        "steps": list(steps),
+        "budgets": budgets or [],
+    }
+
+
+def plan_state(document: dict[str, Any], policy: dict[str, Any] = ALLOW) -> PlanState:
+    token = simulated_token(plan=document, policy=policy, role=None, groups=())
+    return PlanState(SIMULATED_PLAN_ID, document, token.claims.ph, token, report_arguments=False)
+
+
+class Session:
+    """A plan state and a decider sharing one lock, as in the guard."""
+
+    def __init__(self, document: dict[str, Any], policy: dict[str, Any] = ALLOW) -> None:
+        self.lock = threading.Lock()
+        self.state = plan_state(document, policy)
+        self.decider = Decider(
+            lock=self.lock,
+            publish=lambda *args, **kwargs: None,
+            wake_refresher=lambda: None,
+            auto_refresh=False,
+        )
+
+    def decide(self, tool: str, **args: Any):
+        return self.decider.decide(self.state, tool, args, 0.0)
+
+    def complete(self, step: int) -> None:
+        with self.lock:
+            self.state.complete_step(step)
+
+
+READ_THEN_WRITE = plan(
+    step("read", "read"),
+    step("approve", "approve"),
+    step("write", "write", after=["read", "approve"]),
+)
+
+
+def test_a_step_waits_until_each_step_of_its_after_has_completed() -> None:
+    session = Session(READ_THEN_WRITE)
+
+    early = session.decide("write")
+    read = session.decide("read")
+    while_read_runs = session.decide("write")
+    session.complete(read.step)
+    still_waiting = session.decide("write")
+    session.complete(session.decide("approve").step)
+    in_order = session.decide("write")
+
+    assert early.code is Decision.OUT_OF_ORDER and early.step == 2
+    assert "1 (read, id 'read'), 2 (approve, id 'approve')" in early.reason
+    assert "Guard.completed(decision)" in early.reason  # for an app calling check alone
+    assert while_read_runs.code is Decision.OUT_OF_ORDER  # an allowed call has not returned
+    assert still_waiting.code is Decision.OUT_OF_ORDER
+    assert "2 (approve, id 'approve')" in still_waiting.reason
+    assert "1 (read" not in still_waiting.reason
+    assert (in_order.code, in_order.step) == (Decision.ALLOWED, 2)
+    assert session.state.used == [1, 1, 1]  # blocked calls counted nothing
+
+
+def test_a_closed_step_blocks_an_argument_it_does_not_name() -> None:
+    session = Session(
+        plan(
+            step("pay", "pay", args={"to": {"eq": "acme"}}, additionalArgs=False),
+            budgets=[{"id": "spend", "arg": "amount", "steps": ["pay"], "max": 100}],
+        )
+    )
+
+    named = session.decide("pay", to="acme", amount=10)  # a budget's argument is named
+    extra = session.decide("pay", to="acme", amount=10, memo="hi", cc="x")
+
+    assert named.code is Decision.ALLOWED
+    assert extra.code is Decision.UNEXPECTED_ARGUMENT and extra.step == 0
+    assert "'memo', 'cc' unexpected" in extra.reason and "'amount', 'to'" in extra.reason
+    assert session.state.budget_totals == [10] and session.state.used == [1]
+
+
+def test_a_closed_step_without_pins_takes_only_calls_without_arguments() -> None:
+    session = Session(plan(step("status", "status", additionalArgs=False)))
+    assert session.state.token.calls is not None
+    entry = session.state.token.calls["status"]
+
+    assert entry.steps is None and entry.unpinned == (0,)  # never the version-1 fast path
+    assert session.decide("status").allowed
+    assert session.decide("status", verbose=True).code is Decision.UNEXPECTED_ARGUMENT
+
+
+def test_an_open_step_takes_a_call_a_closed_step_refuses() -> None:
+    session = Session(plan(step("search", "strict", additionalArgs=False), step("search", "loose")))
+
+    decision = session.decide("search", q="x")
+
+    assert (decision.code, decision.step) == (Decision.ALLOWED, 1)
+
+
+def test_the_first_matching_steps_first_failing_check_gives_the_code() -> None:
+    session = Session(
+        plan(
+            step("read", "read"),
+            step("refund", "small", after=["read"], maxCalls=1, additionalArgs=False),
+            step("refund", "other", maxCalls=1),
+            budgets=[{"id": "small", "arg": "amount", "steps": ["small"], "max": 10}],
+        )
+    )
+
+    # step 2 closed (an extra argument) and step 3 with calls left: step 3 takes it.
+    assert session.decide("refund", amount=5, note="x").step == 2
+    # step 2 closed, step 3 spent: the first matching step's check decides.
+    unexpected = session.decide("refund", amount=5, note="x")
+    # step 2 out of order (and over budget), step 3 spent.
+    out_of_order = session.decide("refund", amount=50)
+    session.complete(session.decide("read").step)
+    over_budget = session.decide("refund", amount=50)
+    allowed = session.decide("refund", amount=10)
+    spent = session.decide("refund", amount=50)  # spent and over budget
+
+    assert unexpected.code is Decision.UNEXPECTED_ARGUMENT and unexpected.step == 1
+    assert "nor can the other matching steps: step 3: it has used its maxCalls" in (
+        unexpected.reason
+    )
+    assert out_of_order.code is Decision.OUT_OF_ORDER and out_of_order.step == 1
+    assert over_budget.code is Decision.BUDGET_EXCEEDED and over_budget.step == 1
+    assert "budget 'small' has counted 0 of its max 10; amount 50" in over_budget.reason
+    assert (allowed.code, allowed.step, allowed.amounts) == (Decision.ALLOWED, 1, {"small": 10})
+    assert spent.code is Decision.MAX_CALLS_EXCEEDED and spent.step == 1
+
+
+def test_a_step_over_budget_leaves_the_call_to_the_next_matching_step() -> None:
+    session = Session(
+        plan(
+            step("refund", "small"),
+            step("refund", "large"),
+            budgets=[
+                {"id": "small", "arg": "amount", "steps": ["small"], "max": 100},
+                {"id": "all", "arg": "amount", "steps": ["small", "large"], "max": 1000},
+            ],
+        )
+    )
+
+    first = session.decide("refund", amount=80)
+    second = session.decide("refund", amount=80)
+    third = session.decide("refund", amount=900)
+
+    assert (first.step, first.amounts) == (0, {"small": 80, "all": 80})
+    assert (second.step, second.amounts) == (1, {"all": 80})
+    assert third.code is Decision.BUDGET_EXCEEDED and third.step == 0
+    assert "budget 'small'" in third.reason and "step 2: budget 'all'" in third.reason
+    assert session.state.budget_totals == [80, 160]
+
+
+def test_the_policy_still_decides_and_counts_nothing_when_it_denies() -> None:
+    session = Session(
+        plan(
+            step("refund", "refund"),
+            budgets=[{"id": "refunds", "arg": "amount", "steps": ["refund"], "max": 5000}],
+        ),
+        DENY_BIG_REFUNDS,
+    )
+
+    denied = session.decide("refund", amount=2000)
+
+    assert (denied.code, denied.step, denied.rule) == (Decision.POLICY_DENIED, 0, 0)
+    assert denied.amounts is None
+    assert session.state.budget_totals == [0] and session.state.used == [0]
+
+
+def test_a_budgeted_decision_is_one_per_call_and_an_unbudgeted_one_is_shared() -> None:
+    session = Session(
+        plan(
+            step("read", "read"),
+            step("refund", "refund"),
+            budgets=[{"id": "refunds", "arg": "amount", "steps": ["refund"], "max": 50}],
+        )
+    )
+
+    reads = [session.decide("read", page=page) for page in (1, 2)]
+    refunds = [session.decide("refund", amount=amount) for amount in (5, 7)]
+
+    assert reads[0] is reads[1] and reads[0].amounts is None
+    assert refunds[0] is not refunds[1]
+    assert [decision.amounts for decision in refunds] == [{"refunds": 5}, {"refunds": 7}]
+
+
+def test_a_refreshed_token_keeps_the_budget_totals_and_the_order() -> None:
+    document = plan(
+        step("read", "read"),
+        step("refund", "refund", after=["read"]),
+        budgets=[{"id": "refunds", "arg": "amount", "steps": ["refund"], "max": 100}],
+    )
+    session = Session(document)
+    session.complete(session.decide("read").step)
+    assert session.decide("refund", amount=60).allowed
+
+    session.state.install(simulated_token(plan=document, policy=ALLOW, role=None, groups=()))
+
+    assert session.decide("refund", amount=40).allowed
+    assert session.decide("refund", amount=1).code is Decision.BUDGET_EXCEEDED
+    assert session.state.budget_totals == [100]
+
+
+def test_offline_calls_complete_so_a_later_call_is_in_order() -> None:
+    document = plan(step("read", "read"), step("write", "write", after=["read"]))
+    token = simulated_token(plan=document, policy=ALLOW, role=None, groups=())
+
+    alone = call_decide(token, [("write", {})])
+    after_read = call_decide(token, [("read", {}), ("write", {})])
+
+    assert alone[-1].code is Decision.OUT_OF_ORDER
+    assert [decision.code for decision in after_read] == [Decision.ALLOWED, Decision.ALLOWED]
+
+
+# --- version 1 ------------------------------------------------------------------------------
+
+V1 = validate_plan(
+    {
+        "version": 1,
+        "goal": "Pay an invoice",
+        "user": "alice@acme.dev",
+        "steps": [
+            {"tool": "read", "maxCalls": 2},
+            {"tool": "pay", "args": {"to": {"eq": "acme"}}, "maxCalls": 1},
+        ],
+    }
+)
+
+
+def test_a_version_1_plan_keeps_its_fast_path_and_shared_decisions() -> None:
+    session = Session(V1)
+    calls = session.state.token.calls
+    assert calls is not None
+
+    assert session.state.compiled.version2 is False
+    assert calls["read"].steps == (0,) and calls["read"].version2 is False
+    first, again = session.decide("read"), session.decide("read", extra=1)
+    spent = session.decide("read")
+    paid = session.decide("pay", to="acme", amount=10**9, memo="x")
+
+    assert first is again and first.amounts is None
+    assert spent.code is Decision.MAX_CALLS_EXCEEDED
+    assert spent.reason == "every matching step has used its maxCalls: step 1 (2 calls)"
+    assert paid.allowed and paid.amounts is None
+    assert session.state.budget_totals == []
+
+
+def test_a_version_2_plan_without_order_budgets_or_closed_steps_decides_alike() -> None:
+    as_v2 = plan(*(step(**v1_step) for v1_step in V1["steps"]))
+    calls: list[tuple[str, dict[str, Any]]] = [("read", {}), ("read", {"x": 1}), ("read", {})]
+    calls += [("pay", {"to": "bob"})]
+    calls += [("pay", {"to": "acme"}), ("pay", {"to": "acme"}), ("mail", {})]
+
+    version_1 = Session(V1)
+    version_2 = Session(as_v2)
+
+    codes_1 = [version_1.decide(tool, **args).code for tool, args in calls]
+    codes_2 = [version_2.decide(tool, **args).code for tool, args in calls]
+    assert codes_1 == codes_2
+    assert codes_2[2] is Decision.MAX_CALLS_EXCEEDED and codes_2[5] is Decision.MAX_CALLS_EXCEEDED

@@ -1,10 +1,17 @@
-"""The policy document (version 1): validation and hashing. What a policy decides, for a
-plan at issuance and for a call, is guard.policy_evaluation.
+"""The policy document (versions 1 and 2): validation and hashing. What a policy decides,
+for a plan at issuance and for a call, is guard.policy_evaluation.
 
 ``{"version": 1, "default": "allow" | "deny", "rules": [...]}``; each rule names an
 ``effect`` ("allow", "deny", or "review": an allow that needs a person's approval of the
 plan), the ``tools`` globs it concerns, and optionally ``args`` (constraints, as in plans),
 ``roles`` / ``groups`` (whom it applies to) and ``maxCalls`` (see `validate_policy`).
+
+Version 2 (docs/decisions/0066) reads the same, and its rules may also constrain arguments
+with every operator of plan version 2 (guard.constraints.OPERATORS_V2), and an allow or
+review rule may set ``"additionalArgs": false`` (it admits only calls whose every argument
+it pins) and ``"maxSum": {"amount": 1000}`` (a plan step it admits must be covered by a plan
+budget over ``amount`` of at most 1000). Version 1 is validated, normalised and hashed as it
+always was; a guard that knows only version 1 refuses a version-2 policy by its version.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any, Final
 
 from guard._document import (
     check_integer,
+    check_number,
     check_string,
     check_unknown_keys,
     clone_literal,
@@ -23,7 +31,7 @@ from guard._document import (
     type_name,
 )
 from guard.canonical import sha256_hex
-from guard.constraints import MAX_ARG_NAME_LENGTH, MAX_ARGS, validate_args
+from guard.constraints import MAX_ARG_NAME_LENGTH, MAX_ARGS, OPERATORS_V2, validate_args
 from guard.errors import DocumentInvalid, FieldError
 from guard.patterns import GlobSyntaxError, glob_to_re2
 from guard.plan import _constraint_schema
@@ -31,12 +39,16 @@ from guard.plan import _constraint_schema
 __all__ = [
     "MAX_RULES",
     "POLICY_VERSION",
+    "POLICY_VERSIONS",
     "policy_hash",
     "policy_json_schema",
     "validate_policy",
 ]
 
 POLICY_VERSION: Final = 1
+#: the versions `validate_policy` reads (0066): 1 as it always was, 2 with the plan's
+#: version-2 operators, ``additionalArgs`` and ``maxSum`` in its rules
+POLICY_VERSIONS: Final = (1, 2)
 MAX_RULES: Final = 500
 MAX_RULE_TOOLS: Final = 100
 MAX_TOOL_GLOB_LENGTH: Final = 200
@@ -64,6 +76,8 @@ _RULE_FIELDS: Final = (
     "description",
 )
 _OPTIONAL_RULE_FIELDS: Final = _RULE_FIELDS[2:]
+_RULE_FIELDS_V2: Final = (*_RULE_FIELDS, "additionalArgs", "maxSum")
+_OPTIONAL_RULE_FIELDS_V2: Final = _RULE_FIELDS_V2[2:]
 #: a policy's `default`
 _EFFECTS: Final = ("allow", "deny")
 #: a rule's `effect`: "review" admits a step as "allow" does, once a person approved the plan
@@ -130,12 +144,53 @@ def _check_scope(value: object, path: str, errors: list[FieldError], what: str) 
         )
 
 
-def _validate_rule(rule: object, path: str, errors: list[FieldError]) -> dict[str, Any] | None:
+def _check_max_sum(value: object, path: str, errors: list[FieldError]) -> None:
+    """``maxSum``: argument name (as ``args`` names one) to a ceiling, a number > 0."""
+    if not isinstance(value, Mapping):
+        errors.append(FieldError(path, f"must be an object, not {type_name(value)}"))
+        return
+    if not value:
+        errors.append(FieldError(path, "must name at least one argument (omit it for none)"))
+        return
+    if len(value) > MAX_ARGS:
+        errors.append(FieldError(path, f"must name at most {MAX_ARGS} arguments"))
+        return
+    for name, ceiling in value.items():
+        name_path = key_path(path, name)
+        if not isinstance(name, str) or not name:
+            errors.append(FieldError(name_path, "argument names must be non-empty strings"))
+            continue
+        if not check_string(name, name_path, errors, max_length=MAX_ARG_NAME_LENGTH):
+            continue
+        if check_number(ceiling, name_path, errors) and not ceiling > 0:
+            errors.append(FieldError(name_path, "must be greater than 0"))
+
+
+def _check_allow_only(
+    rule: Mapping[Any, Any], field: str, path: str, errors: list[FieldError]
+) -> bool:
+    """False (with an error at the field) when a deny rule sets ``field``, which only an
+    allow or review rule can mean: a deny rule refuses calls, it bounds nothing."""
+    if rule.get("effect") == "deny":
+        errors.append(
+            FieldError(
+                key_path(path, field),
+                f"is for allow and review rules only: a deny rule refuses the calls its args"
+                f" match, and {field} would bound nothing",
+            )
+        )
+        return False
+    return True
+
+
+def _validate_rule(
+    rule: object, path: str, errors: list[FieldError], version: int = POLICY_VERSION
+) -> dict[str, Any] | None:
     if not isinstance(rule, Mapping):
         errors.append(FieldError(path, f"must be an object, not {type_name(rule)}"))
         return None
     before = len(errors)
-    check_unknown_keys(rule, _RULE_FIELDS, path, errors)
+    check_unknown_keys(rule, _RULE_FIELDS if version == 1 else _RULE_FIELDS_V2, path, errors)
     for required in ("effect", "tools"):
         if required not in rule:
             errors.append(FieldError(key_path(path, required), "is required"))
@@ -144,7 +199,25 @@ def _validate_rule(rule: object, path: str, errors: list[FieldError]) -> dict[st
     if "tools" in rule:
         _check_tool_globs(rule["tools"], key_path(path, "tools"), errors)
     if "args" in rule:
-        errors.extend(validate_args(rule["args"], key_path(path, "args")))
+        if version == 1:
+            errors.extend(validate_args(rule["args"], key_path(path, "args")))
+        else:
+            errors.extend(
+                validate_args(rule["args"], key_path(path, "args"), operators=OPERATORS_V2)
+            )
+    if (
+        "additionalArgs" in rule
+        and _check_allow_only(rule, "additionalArgs", path, errors)
+        and not isinstance(rule["additionalArgs"], bool)
+    ):
+        errors.append(
+            FieldError(
+                key_path(path, "additionalArgs"),
+                f"must be a boolean, not {type_name(rule['additionalArgs'])}",
+            )
+        )
+    if "maxSum" in rule and _check_allow_only(rule, "maxSum", path, errors):
+        _check_max_sum(rule["maxSum"], key_path(path, "maxSum"), errors)
     if "roles" in rule:
         _check_scope(rule["roles"], key_path(path, "roles"), errors, "roles")
     if "groups" in rule:
@@ -169,7 +242,7 @@ def _validate_rule(rule: object, path: str, errors: list[FieldError]) -> dict[st
     if len(errors) > before:
         return None
     normalized: dict[str, Any] = {"effect": rule["effect"], "tools": list(rule["tools"])}
-    for field in _OPTIONAL_RULE_FIELDS:
+    for field in _OPTIONAL_RULE_FIELDS if version == 1 else _OPTIONAL_RULE_FIELDS_V2:
         if field in rule:
             normalized[field] = clone_literal(rule[field])
     return normalized
@@ -185,6 +258,13 @@ def validate_policy(document: object) -> dict[str, Any]:
     ``maxCalls`` (integer >= 1), ``name`` (<= 200 characters) and ``description`` (<= 10,000
     characters) are optional and kept only when present. Unknown keys at any level are
     errors; every problem is raised together as DocumentInvalid.
+
+    ``"version": 2`` (docs/decisions/0066) also admits, in a rule: ``args`` with every
+    operator of guard.constraints.OPERATORS_V2; on an allow or review rule (a deny rule
+    refuses both, at their path) ``additionalArgs`` (a boolean; false admits only calls
+    whose every argument the rule pins) and ``maxSum`` (1 to 100 argument names, each to a
+    number > 0: the most a plan's budget over that argument may allow a step the rule
+    admits). Both are kept only when present.
     """
     if not isinstance(document, Mapping):
         raise DocumentInvalid(
@@ -192,12 +272,17 @@ def validate_policy(document: object) -> dict[str, Any]:
         )
     errors: list[FieldError] = []
     check_unknown_keys(document, _POLICY_FIELDS, "", errors)
+    # A document of no known version is read as version 1, as it always was.
+    version = POLICY_VERSION
     if "version" not in document:
         errors.append(FieldError("version", "is required"))
     else:
-        version = document["version"]
-        if isinstance(version, bool) or not isinstance(version, int) or version != POLICY_VERSION:
-            errors.append(FieldError("version", f"must be the integer {POLICY_VERSION}"))
+        given = document["version"]
+        if isinstance(given, bool) or not isinstance(given, int) or given not in POLICY_VERSIONS:
+            known = " or ".join(str(known) for known in POLICY_VERSIONS)
+            errors.append(FieldError("version", f"must be the integer {known}"))
+        else:
+            version = given
     if "default" not in document:
         errors.append(FieldError("default", 'is required ("allow" or "deny")'))
     else:
@@ -211,12 +296,12 @@ def validate_policy(document: object) -> dict[str, Any]:
         if len(raw_rules) > MAX_RULES:
             errors.append(FieldError("rules", f"must have at most {MAX_RULES} rules"))
         rules = [
-            _validate_rule(rule, index_path("rules", index), errors)
+            _validate_rule(rule, index_path("rules", index), errors, version)
             for index, rule in enumerate(raw_rules)
         ]
     if errors:
         raise DocumentInvalid(errors)
-    return {"version": POLICY_VERSION, "default": document["default"], "rules": rules}
+    return {"version": version, "default": document["default"], "rules": rules}
 
 
 def policy_hash(policy: Mapping[str, Any]) -> str:

@@ -22,16 +22,30 @@ allow rule counts only when the call satisfies its `args`; a deny rule fails clo
 counts unless some pinned argument is provably outside its constraint (missing, of another
 JSON type than its operator compares, or not a finite number all count as a match; see
 guard.deny).
+
+Version 2 (docs/decisions/0066). A plan step with ``"additionalArgs": false`` passes only
+the arguments it pins (and those its budgets count): an argument it leaves out is absent
+from every call, which no allow rule constraining it admits (``disjoint``) and every deny
+rule constraining it matches (``inside``, failing closed). A budgeted argument is present
+in every call of the step, a number from 0 to the smallest ``max`` of the budgets over it
+covering the step (a larger amount is blocked), and the relation reads it so. A policy allow
+rule with ``"additionalArgs": false`` admits a call only when the rule pins every argument
+of the call; against a step it admits every call only when the step is closed too and
+names no argument the rule does not (none at all when the step pins or budgets one the rule
+does not name: every call carries it), else some. An allow rule's ``"maxSum": {"amount":
+1000}`` holds a step it admits to a plan budget over ``amount`` covering the step whose
+``max`` is at most 1000, else the step is refused at issuance and refresh.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final, NamedTuple
 
-from guard._document import key_path
+from guard._document import is_number, key_path
 from guard.constraints import ArgsMatcher, compile_args
 from guard.decisions import MAX_EVENT_RULE_DESCRIPTION_LENGTH
 from guard.deny import compile_deny_args
@@ -63,6 +77,7 @@ __all__ = [
     "evaluate_plan",
     "plan_argument_warnings",
     "rule_description",
+    "step_alone",
     "step_deny_relation",
     "step_rule_relation",
     "unpinned_policy_arguments",
@@ -92,6 +107,59 @@ def _argument_path(step: int, argument: str | None) -> str:
     """``steps[0]``, or ``steps[0].args.repo`` for one argument of the step."""
     path = f"steps[{step}]"
     return path if argument is None else key_path(f"{path}.args", argument)
+
+
+class _Cover(NamedTuple):
+    """The tightest plan budget over one argument covering a step: its ``max`` and ``id``."""
+
+    most: float
+    budget: str
+
+
+class _StepShape(NamedTuple):
+    """What a plan step lets a call pass: its pinned ``args``, whether it is closed
+    (``additionalArgs`` false: no other argument), and the budgets over its arguments."""
+
+    args: Mapping[str, Any]
+    closed: bool
+    budgets: Mapping[str, _Cover]
+
+    def ceilings(self) -> dict[str, float]:
+        return {name: cover.most for name, cover in self.budgets.items()}
+
+
+def _step_shapes(plan: Mapping[str, Any]) -> list[_StepShape]:
+    """Each step's `_StepShape`, in order; a version-1 plan's steps are open, unbudgeted."""
+    covers: dict[str, dict[str, _Cover]] = {}
+    for budget in plan.get("budgets", ()):
+        for step_id in budget["steps"]:
+            by_argument = covers.setdefault(step_id, {})
+            known = by_argument.get(budget["arg"])
+            if known is None or budget["max"] < known.most:
+                by_argument[budget["arg"]] = _Cover(budget["max"], budget["id"])
+    empty: dict[str, _Cover] = {}
+    return [
+        _StepShape(
+            step.get("args") or {},
+            step.get("additionalArgs", True) is False,
+            covers.get(step["id"], empty) if "id" in step else empty,
+        )
+        for step in plan["steps"]
+    ]
+
+
+def step_alone(plan: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """The plan of step ``index`` alone, with the budgets covering it (over that one step),
+    which is all `evaluate_plan` and `plan_argument_warnings` read to judge that step:
+    ``{"steps": [step]}`` for a step no budget covers, as the impact preview always asked."""
+    step = plan["steps"][index]
+    step_id = step.get("id")
+    budgets = [
+        {**budget, "steps": [step_id]}
+        for budget in plan.get("budgets", ())
+        if step_id is not None and step_id in budget["steps"]
+    ]
+    return {"steps": [step], "budgets": budgets} if budgets else {"steps": [step]}
 
 
 @dataclass(frozen=True)
@@ -137,11 +205,13 @@ class _Rule:
     deny: bool
     review: bool
     tools: tuple[Callable[[Any], bool], ...]
-    args: ArgsMatcher | None  # None: the rule pins no argument
+    args: ArgsMatcher | None  # None: the rule matches every call of its tools
     pinned: Mapping[str, Any] | None  # the validated ``args`` the matcher was compiled from
     max_calls: int | None
     label: str
     description: str
+    closed: bool = False  # an allow rule's ``additionalArgs`` false: no argument it leaves out
+    max_sum: Mapping[str, float] | None = None  # an allow rule's ``maxSum``
 
     def concerns(self, tool: str) -> bool:
         return any(matches(tool) for matches in self.tools)
@@ -186,37 +256,147 @@ def _applicable_rules(
             continue
         args = rule.get("args")
         deny = rule["effect"] == "deny"
+        # A deny rule fails closed: it is passed over only for a call whose pinned
+        # arguments are provably outside it (guard.deny.compile_deny_args).
+        matcher = (compile_deny_args(args) if deny else compile_args(args)) if args else None
+        closed = not deny and rule.get("additionalArgs") is False
+        if closed:
+            matcher = _closed_matcher(frozenset(args or ()), matcher)
         compiled.append(
             _Rule(
                 index=index,
                 deny=deny,
                 review=rule["effect"] == "review",
                 tools=tuple(compile_glob(glob) for glob in rule["tools"]),
-                # A deny rule fails closed: it is passed over only for a call whose pinned
-                # arguments are provably outside it (guard.deny.compile_deny_args).
-                args=(compile_deny_args(args) if deny else compile_args(args)) if args else None,
+                args=matcher,
                 pinned=args or None,
                 max_calls=rule.get("maxCalls"),
                 label=_label(rule),
                 description=rule_description(rule, index),
+                closed=closed,
+                max_sum=None if deny else rule.get("maxSum"),
             )
         )
     return compiled
 
 
+def _closed_matcher(names: frozenset[str], matcher: ArgsMatcher | None) -> ArgsMatcher:
+    """An allow rule with ``additionalArgs`` false: the call passes no argument outside
+    ``names`` (those the rule pins), and satisfies ``matcher`` (None: nothing more)."""
+
+    def match_closed(call_args: Any) -> bool:
+        try:
+            if type(call_args) is not dict and not isinstance(call_args, Mapping):
+                return False
+            for name in call_args:
+                if name not in names:
+                    return False
+            return matcher is None or matcher(call_args)
+        except Exception:  # a hostile Mapping must not break the guard
+            return False
+
+    return match_closed
+
+
 @dataclass(frozen=True)
 class ArgumentRelation:
-    """How one argument of a step stands to an allow rule's constraint on it
-    (guard.relation): `step` is the step's constraint, None when the step does not pin it."""
+    """How one argument of a step stands to a rule's constraint on it (guard.relation):
+    `step` is the step's constraint, None when the step does not pin it.
 
-    argument: str
+    Version 2: `absent` when a closed step (``additionalArgs`` false) leaves the argument
+    out of every call; `budget` the smallest ``max`` of the plan budgets over the argument
+    covering the step (a call passes a number from 0 to it). `rule` None: a closed rule
+    (``additionalArgs`` false) does not name the argument, so it admits no call passing it;
+    `argument` None as well: the step lets a call pass arguments the closed rule does not
+    name."""
+
+    argument: str | None
     step: Mapping[str, Any] | None
-    rule: Mapping[str, Any]
+    rule: Mapping[str, Any] | None
     relation: Relation
+    absent: bool = False
+    budget: float | None = None
+
+
+Relate = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], Relation]
+
+
+def _interval_relation(
+    low: float, high: float, rule: Mapping[str, Any], relate: Relate
+) -> Relation:
+    """`relate` for the numbers from ``low`` to ``high`` (``low < high``): a subset of the
+    numbers at least ``low`` and of those at most ``high``, so inside when one of them is,
+    disjoint when one of them is; against the finite members of ``eq`` / ``in`` the
+    interval holds more values than they, so it is disjoint or overlapping by whether one
+    lies in it; against bounds and types the two answers are then exact."""
+    lower = relate({"gte": low}, rule)
+    upper = relate({"lte": high}, rule)
+    if Relation.INSIDE in (lower, upper):
+        return Relation.INSIDE
+    if Relation.DISJOINT in (lower, upper):
+        return Relation.DISJOINT
+    ((operator, operand),) = rule.items()
+    if operator in ("eq", "in"):
+        members = [operand] if operator == "eq" else list(operand)
+        if any(is_number(member) and low <= member <= high for member in members):
+            return Relation.OVERLAPPING
+        return Relation.DISJOINT
+    if Relation.UNDECIDABLE in (lower, upper):
+        return Relation.UNDECIDABLE
+    return Relation.OVERLAPPING
+
+
+def _budgeted_relation(
+    step: Mapping[str, Any] | None, budget: float, rule: Mapping[str, Any], relate: Relate
+) -> Relation:
+    """`relate` for a budgeted argument: a number from 0 to ``budget`` (the guard blocks
+    a missing, non-numeric or negative amount, and one past the budget), satisfying the
+    step's own constraint on it too when it pins one. A pin the budget narrows only in part
+    answers as the pin alone: its inside and disjoint still hold for the narrower values."""
+    low: float = 0
+    high = budget
+    if step is not None:
+        ((operator, operand),) = step.items()
+        if operator in ("eq", "in"):
+            members = [operand] if operator == "eq" else list(operand)
+            kept = [member for member in members if is_number(member) and low <= member <= high]
+            return relate({"in": kept} if kept else step, rule)
+        if operator == "lte" and is_number(operand):
+            high = min(high, operand)
+        elif operator == "gte" and is_number(operand):
+            low = max(low, operand)
+        else:
+            return relate(step, rule)
+        if low > high:  # no call can pass the step: answer as its pin
+            return relate(step, rule)
+        if low == high:
+            return relate({"eq": low}, rule)
+    return _interval_relation(low, high, rule, relate)
+
+
+def _allow_argument(
+    name: str,
+    step: Mapping[str, Any] | None,
+    rule: Mapping[str, Any],
+    closed: bool,
+    budget: float | None,
+) -> ArgumentRelation:
+    if budget is not None:
+        relation = _budgeted_relation(step, budget, rule, constraint_relation)
+        return ArgumentRelation(name, step, rule, relation, budget=budget)
+    if step is None and closed:
+        # Absent from every call: an allow rule's constraint needs the argument present.
+        return ArgumentRelation(name, None, rule, Relation.DISJOINT, absent=True)
+    return ArgumentRelation(name, step, rule, constraint_relation(step, rule))
 
 
 def step_rule_relation(
-    step_args: Mapping[str, Any] | None, rule_args: Mapping[str, Any] | None
+    step_args: Mapping[str, Any] | None,
+    rule_args: Mapping[str, Any] | None,
+    *,
+    closed: bool = False,
+    budgets: Mapping[str, float] | None = None,
+    rule_closed: bool = False,
 ) -> tuple[Relation, tuple[ArgumentRelation, ...]]:
     """How the calls a step admits stand to an allow rule's ``args``: ``inside`` (the rule
     admits every one), ``disjoint`` (none: some argument is disjoint), ``overlapping`` or
@@ -224,14 +404,31 @@ def step_rule_relation(
 
     Arguments are independent, so the rule admits no call when one argument is disjoint,
     every call when all are inside; otherwise an undecidable argument leaves it undecided.
+
+    Version 2: ``closed``, the step's ``additionalArgs`` is false; ``budgets``, the
+    smallest ``max`` of the plan budgets covering the step, by argument; ``rule_closed``,
+    the rule's ``additionalArgs`` is false. A closed rule admits no call of a step that
+    pins or budgets an argument it does not name (every call passes it), and only some
+    calls of an open step (the entry with `argument` None).
     """
     step_args = step_args or {}
+    budgets = budgets or {}
+    rule_args = rule_args or {}
     found: list[ArgumentRelation] = []
-    for name, constraint in (rule_args or {}).items():
-        step_constraint = step_args.get(name)
-        relation = constraint_relation(step_constraint, constraint)
-        if relation is not Relation.INSIDE:
-            found.append(ArgumentRelation(name, step_constraint, constraint, relation))
+    for name, constraint in rule_args.items():
+        entry = _allow_argument(name, step_args.get(name), constraint, closed, budgets.get(name))
+        if entry.relation is not Relation.INSIDE:
+            found.append(entry)
+    if rule_closed:
+        unnamed = [name for name in dict.fromkeys([*step_args, *budgets]) if name not in rule_args]
+        for name in unnamed:
+            found.append(
+                ArgumentRelation(
+                    name, step_args.get(name), None, Relation.DISJOINT, budget=budgets.get(name)
+                )
+            )
+        if not unnamed and not closed:
+            found.append(ArgumentRelation(None, None, None, Relation.OVERLAPPING))
     relations = {entry.relation for entry in found}
     if not found:
         return Relation.INSIDE, ()
@@ -242,8 +439,28 @@ def step_rule_relation(
     return Relation.OVERLAPPING, tuple(found)
 
 
+def _deny_argument(
+    name: str,
+    step: Mapping[str, Any] | None,
+    rule: Mapping[str, Any],
+    closed: bool,
+    budget: float | None,
+) -> ArgumentRelation:
+    if budget is not None:
+        relation = _budgeted_relation(step, budget, rule, deny_relation)
+        return ArgumentRelation(name, step, rule, relation, budget=budget)
+    if step is None and closed:
+        # Absent from every call: a deny rule matches a missing argument (it fails closed).
+        return ArgumentRelation(name, None, rule, Relation.INSIDE, absent=True)
+    return ArgumentRelation(name, step, rule, deny_relation(step, rule))
+
+
 def step_deny_relation(
-    step_args: Mapping[str, Any] | None, deny_args: Mapping[str, Any]
+    step_args: Mapping[str, Any] | None,
+    deny_args: Mapping[str, Any],
+    *,
+    closed: bool = False,
+    budgets: Mapping[str, float] | None = None,
 ) -> tuple[Relation, tuple[ArgumentRelation, ...]]:
     """How the calls a step admits stand to the calls a deny rule's ``args`` match (it fails
     closed: guard.relation.deny_relation): ``inside`` (every call of the step is refused:
@@ -252,12 +469,13 @@ def step_deny_relation(
 
     A deny rule refuses a call when all its arguments match, so one disjoint argument keeps
     every call of the step clear of it, and it refuses every call only when all are inside.
+    ``closed`` and ``budgets`` as for `step_rule_relation`: an argument a closed step leaves
+    out is missing from every call, which the deny matches.
     """
     step_args = step_args or {}
+    budgets = budgets or {}
     found = tuple(
-        ArgumentRelation(
-            name, step_args.get(name), constraint, deny_relation(step_args.get(name), constraint)
-        )
+        _deny_argument(name, step_args.get(name), constraint, closed, budgets.get(name))
         for name, constraint in deny_args.items()
     )
     relations = {entry.relation for entry in found}
@@ -270,17 +488,46 @@ def step_deny_relation(
     return Relation.OVERLAPPING, found
 
 
+def _number(value: float) -> str:
+    return json.dumps(value)
+
+
+def _step_values(entry: ArgumentRelation) -> str:
+    """What the step lets a call pass for one argument: ``repo {"eq":"acme/x"}``, ``branch
+    free``, ``branch absent (additionalArgs false)``, ``amount from 0 within a budget of
+    500``."""
+    argument = entry.argument
+    if argument is None:
+        return "other arguments (additionalArgs true)"
+    if entry.absent:
+        return f"{argument} absent (additionalArgs false)"
+    if entry.budget is not None:
+        within = f"within a budget of {_number(entry.budget)}"
+        if entry.step is None:
+            return f"{argument} from 0 {within}"
+        return f"{_condition(argument, entry.step)} {within}"
+    return f"{argument} free" if entry.step is None else _condition(argument, entry.step)
+
+
+def _rule_values(entry: ArgumentRelation) -> str:
+    """What the rule asks of one argument: ``repo {"glob":"acme/*"}``, or ``no branch
+    (additionalArgs false)`` for one a closed rule does not name."""
+    if entry.rule is None:
+        if entry.argument is None:
+            return "no argument it does not name (additionalArgs false)"
+        return f"no {entry.argument} (additionalArgs false)"
+    assert entry.argument is not None
+    return _condition(entry.argument, entry.rule)
+
+
 def _pinned_values(arguments: Sequence[ArgumentRelation]) -> str:
     """``repo {"eq":"acme/secret"} and branch free`` (what the step lets a call pass)."""
-    return " and ".join(
-        f"{entry.argument} free" if entry.step is None else _condition(entry.argument, entry.step)
-        for entry in arguments
-    )
+    return " and ".join(_step_values(entry) for entry in arguments)
 
 
 def _deny_condition(arguments: Sequence[ArgumentRelation]) -> str:
     """``repo {"glob":"acme/secret*"} and branch {"eq":"main"}`` (what a deny rule matches)."""
-    return " and ".join(_condition(entry.argument, entry.rule) for entry in arguments)
+    return " and ".join(_rule_values(entry) for entry in arguments)
 
 
 def _inside_deny_denial(
@@ -308,33 +555,79 @@ def _disjoint_denial(
     first_rule, first_arguments = refusals[0]
     named = []
     for rule, arguments in refusals[:_RULES_NAMED_IN_A_WARNING]:
-        entry = arguments[0]
-        named.append(f"rules[{rule.index}] requires {_condition(entry.argument, entry.rule)}")
+        named.append(f"rules[{rule.index}] requires {_rule_values(arguments[0])}")
     more = len(refusals) - _RULES_NAMED_IN_A_WARNING
     if more > 0:
         named.append(f"and {more} more rule(s)")
     entry = first_arguments[0]
-    pinned = _condition(entry.argument, entry.step) if entry.step is not None else entry.argument
+    if entry.absent:
+        lets = f"leaves {entry.argument} out (additionalArgs false)"
+    elif entry.budget is not None:
+        lets = f"passes {_step_values(entry)}"
+    else:
+        assert entry.argument is not None
+        lets = "pins " + (
+            _condition(entry.argument, entry.step) if entry.step is not None else entry.argument
+        )
     return StepDenial(
         step_index,
         tool,
         first_rule.index,
-        f"no call of this step can be allowed: it pins {pinned}, outside what every rule"
+        f"no call of this step can be allowed: it {lets}, outside what every rule"
         f" admitting tool {tool} allows ({'; '.join(named)})",
         argument=entry.argument,
     )
 
 
 def _inside_deny(
-    step_index: int, tool: str, step: Mapping[str, Any], concerned: Sequence[_Rule]
+    step_index: int, tool: str, shape: _StepShape, concerned: Sequence[_Rule]
 ) -> StepDenial | None:
     """The first deny rule with ``args`` (in policy order) that refuses every call of the
     step, as its denial; None when there is none."""
     for rule in concerned:
         if rule.deny and rule.pinned:
-            relation, arguments = step_deny_relation(step.get("args"), rule.pinned)
+            relation, arguments = step_deny_relation(
+                shape.args, rule.pinned, closed=shape.closed, budgets=shape.ceilings()
+            )
             if relation is Relation.INSIDE:
                 return _inside_deny_denial(step_index, tool, rule, arguments)
+    return None
+
+
+def _rule_relation(shape: _StepShape, rule: _Rule) -> tuple[Relation, tuple[ArgumentRelation, ...]]:
+    """`step_rule_relation` of a step's shape and an allow (or review) rule."""
+    return step_rule_relation(
+        shape.args,
+        rule.pinned,
+        closed=shape.closed,
+        budgets=shape.ceilings(),
+        rule_closed=rule.closed,
+    )
+
+
+def _uncovered_sum(
+    step_index: int, tool: str, shape: _StepShape, allows: Sequence[_Rule]
+) -> StepDenial | None:
+    """The first admitting rule's ``maxSum`` ceiling (in policy order, then the rule's order
+    of arguments) that no plan budget covering the step keeps to, as a denial at the
+    argument's path; None when every ceiling is kept."""
+    for rule in allows:
+        for argument, ceiling in (rule.max_sum or {}).items():
+            cover = shape.budgets.get(argument)
+            if cover is not None and cover.most <= ceiling:
+                continue
+            limit = f"{rule.label} caps the sum of {argument} at {_number(ceiling)} (maxSum)"
+            if cover is None:
+                reason = (
+                    f"{limit}, and no budget of the plan over {argument} covers this step:"
+                    f" add one with a max of at most {_number(ceiling)} naming the step's id"
+                )
+            else:
+                reason = (
+                    f"{limit}, and the plan's budget {cover.budget!r} lets this step spend"
+                    f" {_number(cover.most)}: lower its max to at most {_number(ceiling)}"
+                )
+            return StepDenial(step_index, tool, rule.index, reason, argument=argument)
     return None
 
 
@@ -356,14 +649,22 @@ def evaluate_plan(
     rule), or unless the step's maxCalls exceeds the cap of every
     such allow rule (only when all of them have a cap); otherwise the policy default
     decides. Returns one StepDenial per refused step; an empty list admits the plan.
+
+    Version 2 (see the module's docstring): closed steps and rules and budgeted arguments
+    are read by the same relations, and a step an admitting rule with ``maxSum`` concerns
+    is refused unless a plan budget over each such argument covers it with a ``max`` at
+    most the rule's ceiling (the first such rule and argument in policy order is named,
+    at the argument's path).
     """
     rules = _applicable_rules(policy, role, groups)
     default_allows = policy["default"] == "allow"
     denials: list[StepDenial] = []
+    shapes = _step_shapes(plan)
     # One plan's patterns share one budget of work (guard.relation).
     with relation_budget():
         for step_index, step in enumerate(plan["steps"]):
             tool = step["tool"]
+            shape = shapes[step_index]
             concerned = [rule for rule in rules if rule.concerns(tool)]
             deny = next((rule for rule in concerned if rule.deny and rule.args is None), None)
             if deny is not None:
@@ -371,16 +672,14 @@ def evaluate_plan(
                     StepDenial(step_index, tool, deny.index, f"{deny.label} forbids tool {tool}")
                 )
                 continue
-            denied = _inside_deny(step_index, tool, step, concerned)
+            denied = _inside_deny(step_index, tool, shape, concerned)
             if denied is not None:
                 denials.append(denied)
                 continue
             allows = [rule for rule in concerned if not rule.deny]
-            if any(rule.pinned for rule in allows):
+            if any(rule.pinned or rule.closed for rule in allows):
                 # A rule none of the step's calls can satisfy admits nothing (guard.relation).
-                relations = [
-                    (rule, step_rule_relation(step.get("args"), rule.pinned)) for rule in allows
-                ]
+                relations = [(rule, _rule_relation(shape, rule)) for rule in allows]
                 admitting = [
                     rule for rule, (relation, _) in relations if relation is not Relation.DISJOINT
                 ]
@@ -394,6 +693,10 @@ def evaluate_plan(
                     continue  # with a default that allows, the default decides every call
                 allows = admitting
             if allows:
+                uncovered = _uncovered_sum(step_index, tool, shape, allows)
+                if uncovered is not None:
+                    denials.append(uncovered)
+                    continue
                 if any(rule.max_calls is None for rule in allows):
                     continue
                 step_max_calls = step.get("maxCalls", DEFAULT_MAX_CALLS)
@@ -431,17 +734,21 @@ class StepWarning:
     decided (`POLICY_ARGUMENT_UNDECIDABLE`). Or a deny rule with `args` (`rules`: that one
     rule) refuses some of the step's calls (`POLICY_DENY_OVERLAPS`), or may
     (`POLICY_DENY_UNDECIDABLE`): `argument` is then the first of the rule's arguments that
-    does not settle it."""
+    does not settle it. `argument` None (version 2): the step lets a call pass arguments an
+    admitting rule with ``additionalArgs`` false does not name; its path is the step's
+    ``additionalArgs``, which would close it."""
 
     step: int
     tool: str
-    argument: str
+    argument: str | None
     rules: tuple[int, ...]
     detail: str
     code: str = UNPINNED_POLICY_ARGUMENT
 
     @property
     def path(self) -> str:
+        if self.argument is None:
+            return f"steps[{self.step}].additionalArgs"
         return _argument_path(self.step, self.argument)
 
     @property
@@ -454,22 +761,48 @@ def _argument_warnings(
     step_index: int, tool: str, partial: Sequence[tuple[_Rule, tuple[ArgumentRelation, ...]]]
 ) -> list[StepWarning]:
     """One warning per argument that keeps some admitting rule from admitting every call."""
-    by_argument: dict[str, list[tuple[int, ArgumentRelation]]] = {}
+    by_argument: dict[str | None, list[tuple[int, ArgumentRelation]]] = {}
     for rule, arguments in partial:
         for entry in arguments:
             by_argument.setdefault(entry.argument, []).append((rule.index, entry))
     warnings = []
     for argument, entries in by_argument.items():
-        step_constraint = entries[0][1].step
+        first = entries[0][1]
+        step_constraint = first.step
         named = [
-            f"rule rules[{index}] requires {_condition(argument, entry.rule)}"
+            f"rule rules[{index}] requires {_rule_values(entry)}"
             for index, entry in entries[:_RULES_NAMED_IN_A_WARNING]
         ]
         more = len(entries) - _RULES_NAMED_IN_A_WARNING
         if more > 0:
             named.append(f"and {more} more rule(s)")
         conditions = "; ".join(named)
-        if step_constraint is None:
+        if argument is None:
+            code = POLICY_ARGUMENT_OVERLAPS
+            detail = (
+                f"{tool}: some calls will be refused (policy_denied): {conditions}, and the"
+                " step lets a call pass other arguments; set additionalArgs false on the"
+                " step to have it checked now."
+            )
+        elif first.budget is not None:
+            code = (
+                POLICY_ARGUMENT_UNDECIDABLE
+                if any(entry.relation is Relation.UNDECIDABLE for _, entry in entries)
+                else POLICY_ARGUMENT_OVERLAPS
+            )
+            if code == POLICY_ARGUMENT_UNDECIDABLE:
+                detail = (
+                    f"{tool}: some calls may be refused (policy_denied): the step passes"
+                    f" {_step_values(first)}, and whether the policy admits every such value"
+                    f" cannot be decided ({conditions})."
+                )
+            else:
+                detail = (
+                    f"{tool}: some calls will be refused (policy_denied): the step passes"
+                    f" {_step_values(first)}, which the policy admits only in part"
+                    f" ({conditions})."
+                )
+        elif step_constraint is None:
             code = UNPINNED_POLICY_ARGUMENT
             detail = (
                 f"{tool}: the policy admits this step only under argument conditions the"
@@ -516,7 +849,11 @@ def _deny_warning(
     open_arguments = [entry for entry in arguments if entry.relation is not Relation.INSIDE]
     pinned = _pinned_values(arguments)
     forbidden = _deny_condition(arguments)
-    missing = [entry.argument for entry in open_arguments if entry.step is None]
+    missing = [
+        entry.argument
+        for entry in open_arguments
+        if entry.argument is not None and entry.step is None and entry.budget is None
+    ]
     left_out = (
         f" (a call without {' or '.join(missing)} is refused too: the rule fails closed)"
         if missing
@@ -574,6 +911,7 @@ def plan_argument_warnings(
     if denials is None:
         denials = evaluate_plan(policy, plan, role=role, groups=groups)
     refused = {denial.step for denial in denials}
+    shapes = _step_shapes(plan)
     # Plans repeat tools: match each tool name against the rules' globs once.
     by_tool: dict[str, tuple[list[_Rule], list[_Rule]]] = {}
     warnings: list[StepWarning] = []
@@ -594,7 +932,7 @@ def plan_argument_warnings(
             if not default_allows:
                 partial: list[tuple[_Rule, tuple[ArgumentRelation, ...]]] = []
                 for rule in allows:
-                    relation, arguments = step_rule_relation(step.get("args"), rule.pinned)
+                    relation, arguments = _rule_relation(shapes[step_index], rule)
                     if relation is Relation.INSIDE:
                         break  # this rule admits every call of the step
                     if relation is not Relation.DISJOINT:
@@ -603,7 +941,10 @@ def plan_argument_warnings(
                     warnings.extend(_argument_warnings(step_index, tool, partial))
             for rule in denies:
                 assert rule.pinned is not None
-                relation, arguments = step_deny_relation(step.get("args"), rule.pinned)
+                shape = shapes[step_index]
+                relation, arguments = step_deny_relation(
+                    shape.args, rule.pinned, closed=shape.closed, budgets=shape.ceilings()
+                )
                 if relation in (Relation.OVERLAPPING, Relation.UNDECIDABLE):
                     warnings.append(_deny_warning(step_index, tool, rule, relation, arguments))
     return warnings

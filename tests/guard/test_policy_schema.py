@@ -55,7 +55,7 @@ EXAMPLES: list[tuple[str, object, bool]] = [
     ("not an object", [], False),
     ("no default", {"version": 1}, False),
     ("default review", policy(default="review"), False),
-    ("version 2", policy(version=2), False),
+    ("version 3", policy(version=3), False),
     ("unknown top-level key", policy(extra=1), False),
     ("unknown rule key", policy({"effect": "allow", "tools": ["t"], "tool": "t"}), False),
     ("effect misspelt", policy({"effect": "alow", "tools": ["t"]}), False),

@@ -3,15 +3,18 @@ order, closed arguments, budgets and which code wins; version-1 plans as before.
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
 from guard.agent.decider import Decider
 from guard.agent.session import PlanState
+from guard.cli import main
 from guard.decisions import Decision
 from guard.offline import SIMULATED_PLAN_ID, call_decide, simulated_token
 from guard.plan import validate_plan
 from guard.policy import validate_policy
+from tests.conftest import POLICY
 
 ALLOW = validate_policy({"version": 1, "default": "allow", "rules": []})
 DENY_BIG_REFUNDS = validate_policy(
@@ -302,3 +305,87 @@ def test_a_version_2_plan_without_order_budgets_or_closed_steps_decides_alike() 
     codes_2 = [version_2.decide(tool, **args).code for tool, args in calls]
     assert codes_1 == codes_2
     assert codes_2[2] is Decision.MAX_CALLS_EXCEEDED and codes_2[5] is Decision.MAX_CALLS_EXCEEDED
+
+
+# --- through a signed token, a Guard and an AsyncGuard -------------------------------------
+
+SIGNED_V2 = {
+    "version": 2,
+    "goal": "Mail the open issues to Bob",
+    "user": "alice@acme.dev",
+    "steps": [
+        {"id": "list", "tool": "github_list_issues", "args": {"repo": {"eq": "acme/public-app"}}},
+        {
+            "id": "mail",
+            "tool": "send_email",
+            "args": {"to": {"eq": "bob@acme.dev"}},
+            "after": ["list"],
+            "additionalArgs": False,
+        },
+    ],
+    "budgets": [{"id": "pages", "arg": "pages", "steps": ["mail"], "max": 2.5}],
+}
+
+
+def test_a_signed_version_2_plan_is_enforced_offline(make_any_guard) -> None:
+    guard = make_any_guard()
+    guard.declare(SIGNED_V2)
+    mail = {"to": "bob@acme.dev", "pages": 1.5}
+
+    early = guard.check("send_email", mail)
+    listed = guard.call("github_list_issues", {"repo": "acme/public-app"}, lambda **args: [])
+    sent = guard.check("send_email", mail)
+    extra = guard.check("send_email", {**mail, "bcc": "eve@evil.test"})
+    over = guard.check("send_email", {**mail, "pages": 1.01})
+    assert guard.refresh()
+    after_refresh = guard.check("send_email", {**mail, "pages": 1})
+    full = guard.check("send_email", {**mail, "pages": 0.1})
+
+    assert early.code is Decision.OUT_OF_ORDER
+    assert listed == []
+    assert (sent.code, sent.step, sent.amounts) == (Decision.ALLOWED, 1, {"pages": 1.5})
+    assert sent.rule == 2  # the policy still decides: its send_email rule
+    assert extra.code is Decision.UNEXPECTED_ARGUMENT and "'bcc'" in extra.reason
+    assert over.code is Decision.BUDGET_EXCEEDED
+    assert after_refresh.allowed and after_refresh.amounts == {"pages": 1}
+    assert full.code is Decision.BUDGET_EXCEEDED
+    assert "counted 2.5 of its max 2.5" in full.reason
+
+
+def test_plangate_test_runs_a_cases_before_calls_in_order(tmp_path, capsys) -> None:
+    cases = {
+        "version": 1,
+        "plans": {"mail": SIGNED_V2},
+        "cases": [
+            {
+                "name": "mail waits for the list",
+                "plan": "mail",
+                "call": {"tool": "send_email", "args": {"to": "bob@acme.dev", "pages": 1}},
+                "expect": {"decision": "out_of_order", "step": 1},
+            },
+            {
+                "name": "mail after the list",
+                "plan": "mail",
+                "before": [{"tool": "github_list_issues", "args": {"repo": "acme/public-app"}}],
+                "call": {"tool": "send_email", "args": {"to": "bob@acme.dev", "pages": 1}},
+                "expect": {"decision": "allowed", "step": 1},
+            },
+            {
+                "name": "the budget runs out",
+                "plan": "mail",
+                "before": [
+                    {"tool": "github_list_issues", "args": {"repo": "acme/public-app"}},
+                    {"tool": "send_email", "args": {"to": "bob@acme.dev", "pages": 2}},
+                ],
+                "call": {"tool": "send_email", "args": {"to": "bob@acme.dev", "pages": 0.6}},
+                "expect": {"decision": "budget_exceeded", "step": 1},
+            },
+        ],
+    }
+    (tmp_path / "policy.json").write_text(json.dumps(POLICY))
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+
+    code = main(["test", str(tmp_path / "policy.json"), str(tmp_path / "cases.json"), "--json"])
+
+    report = json.loads(capsys.readouterr().out)
+    assert (code, report["passed"], report["failed"]) == (0, 3, 0), report

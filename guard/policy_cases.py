@@ -24,8 +24,12 @@ steps a person must approve first, when given), ``policy_denied`` (``steps``: th
 steps, when given) or ``invalid_plan``. A case with ``call`` checks the guard's decision on
 that call, made after the calls of ``before`` (if any) under a fresh token for the plan:
 its ``decision`` code, and its ``step`` and ``rule`` when given (indexes from 0, as in the
-paths ``plan.steps[0]`` and ``rules[0]``; ``rule`` null is the policy default). ``user``
-replaces the plan's user, as the simulator's member does. Steps and rules count from 0.
+paths ``plan.steps[0]`` and ``rules[0]``; ``rule`` null is the policy default). Each
+allowed ``before`` call counts against its step's ``maxCalls`` and budgets and then
+returns (its step completes, `guard.offline.call_decide`), so a case tests a version-2
+plan's order (``out_of_order``) and budgets (``budget_exceeded``) as the guard decides
+them. ``user`` replaces the plan's user, as the simulator's member does. Steps and rules
+count from 0.
 """
 
 from __future__ import annotations

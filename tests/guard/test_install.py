@@ -16,7 +16,7 @@ import pytest
 import guard
 
 GUARD_DIR = Path(guard.__file__).parent
-EXPECTED_DEPENDENCIES = {"cryptography", "google-re2", "httpx", "pyjwt", "rfc8785"}
+EXPECTED_DEPENDENCIES = {"ada-url", "cryptography", "google-re2", "httpx", "pyjwt", "rfc8785"}
 
 # Imports every module of the `guard` package with Django and DRF made unimportable, and
 # prints where the package came from and which modules loaded.

@@ -309,73 +309,128 @@ def policy_hash(policy: Mapping[str, Any]) -> str:
     return sha256_hex(policy)
 
 
-def policy_json_schema() -> dict[str, Any]:
-    """JSON Schema (draft 2020-12) of the policy document, as strict as JSON Schema allows.
+def _scope_schema(whom: str) -> dict[str, Any]:
+    return {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": MAX_SCOPE_NAMES,
+        "items": {"type": "string", "minLength": 1, "maxLength": MAX_SCOPE_NAME_LENGTH},
+        "description": f"The rule applies only to {whom}; omit it to apply to everyone.",
+    }
 
-    The console's editor checks a document against it as it is typed. `validate_policy`
-    remains the authority; JSON Schema cannot say a few of its rules: glob syntax beyond
-    the characters, RE2 syntax, integers written as 1.0, the size and depth bounds of
-    `eq`/`in` values, and the NUL and lone-surrogate checks.
-    """
-    constraint = _constraint_schema()
 
-    def scope(whom: str) -> dict[str, Any]:
-        return {
+def _rule_schema(version: int) -> dict[str, Any]:
+    argument_names = {"minLength": 1, "maxLength": MAX_ARG_NAME_LENGTH}
+    properties: dict[str, Any] = {
+        "effect": {
+            "enum": list(_RULE_EFFECTS),
+            "description": (
+                "allow, deny (wins over any allow), or review: allow once a person"
+                " approved the plan."
+            ),
+        },
+        "tools": {
             "type": "array",
             "minItems": 1,
-            "maxItems": MAX_SCOPE_NAMES,
-            "items": {"type": "string", "minLength": 1, "maxLength": MAX_SCOPE_NAME_LENGTH},
-            "description": f"The rule applies only to {whom}; omit it to apply to everyone.",
-        }
-
-    rule = {
+            "maxItems": MAX_RULE_TOOLS,
+            "items": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_TOOL_GLOB_LENGTH,
+                "pattern": TOOL_GLOB_PATTERN,
+            },
+            "description": "Globs over tool names: * any run, ? one character, [a-z] a class.",
+        },
+        "args": {
+            "type": "object",
+            "description": "Argument name to one constraint, as in plans.",
+            "maxProperties": MAX_ARGS,
+            "propertyNames": argument_names,
+            "additionalProperties": _constraint_schema(version),
+        },
+        "roles": _scope_schema("members with one of these roles"),
+        "groups": _scope_schema("members in one of these groups"),
+        "maxCalls": {"type": "integer", "minimum": 1, "maximum": MAX_RULE_MAX_CALLS},
+        "name": {"type": "string", "maxLength": MAX_RULE_NAME_LENGTH},
+        "description": {"type": "string", "maxLength": MAX_DESCRIPTION_LENGTH},
+    }
+    rule: dict[str, Any] = {
         "type": "object",
         "description": "Which calls of which tools this rule allows, denies or sends to review.",
-        "properties": {
-            "effect": {
-                "enum": list(_RULE_EFFECTS),
-                "description": (
-                    "allow, deny (wins over any allow), or review: allow once a person"
-                    " approved the plan."
-                ),
-            },
-            "tools": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": MAX_RULE_TOOLS,
-                "items": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": MAX_TOOL_GLOB_LENGTH,
-                    "pattern": TOOL_GLOB_PATTERN,
-                },
-                "description": "Globs over tool names: * any run, ? one character, [a-z] a class.",
-            },
-            "args": {
-                "type": "object",
-                "description": "Argument name to one constraint, as in plans.",
-                "maxProperties": MAX_ARGS,
-                "propertyNames": {"minLength": 1, "maxLength": MAX_ARG_NAME_LENGTH},
-                "additionalProperties": constraint,
-            },
-            "roles": scope("members with one of these roles"),
-            "groups": scope("members in one of these groups"),
-            "maxCalls": {"type": "integer", "minimum": 1, "maximum": MAX_RULE_MAX_CALLS},
-            "name": {"type": "string", "maxLength": MAX_RULE_NAME_LENGTH},
-            "description": {"type": "string", "maxLength": MAX_DESCRIPTION_LENGTH},
-        },
+        "properties": properties,
         "required": ["effect", "tools"],
         "additionalProperties": False,
     }
+    if version == 1:
+        return rule
+    properties["additionalArgs"] = {
+        "type": "boolean",
+        "description": (
+            "false: the rule admits a call only when it pins every argument of the call."
+            " Allow and review rules only."
+        ),
+    }
+    properties["maxSum"] = {
+        "type": "object",
+        "description": (
+            "Argument name to a ceiling: a plan step the rule admits must be covered by a"
+            " plan budget over that argument whose max is at most the ceiling. Allow and"
+            " review rules only."
+        ),
+        "minProperties": 1,
+        "maxProperties": MAX_ARGS,
+        "propertyNames": argument_names,
+        "additionalProperties": {"type": "number", "exclusiveMinimum": 0},
+    }
+    # A deny rule bounds nothing: both are refused there, at their own path.
+    rule["if"] = {"properties": {"effect": {"const": "deny"}}, "required": ["effect"]}
+    rule["then"] = {"properties": {"additionalArgs": False, "maxSum": False}}
+    return rule
+
+
+def _policy_schema(version: int) -> dict[str, Any]:
     return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "Plangate policy",
         "type": "object",
         "properties": {
-            "version": {"type": "integer", "const": POLICY_VERSION},
+            "version": {"type": "integer", "const": version},
             "default": {"enum": list(_EFFECTS), "description": "What no rule decides."},
-            "rules": {"type": "array", "maxItems": MAX_RULES, "items": rule},
+            "rules": {"type": "array", "maxItems": MAX_RULES, "items": _rule_schema(version)},
         },
         "required": ["version", "default"],
         "additionalProperties": False,
     }
+
+
+def policy_json_schema(*, version: int | None = None) -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the policy document, as strict as JSON Schema allows.
+
+    Without `version`, every version: the version schemas told apart by the `const` of
+    `version`, each under an ``if`` on it rather than in a ``oneOf`` (a ``oneOf`` reports a
+    bad rule as one error at the root, where the editor needs the rule's own path); with
+    it, that version's schema alone.
+
+    The console's editor checks a document against it as it is typed. `validate_policy`
+    remains the authority; JSON Schema cannot say a few of its rules: glob syntax beyond
+    the characters, RE2 syntax, integers written as 1.0, the size and depth bounds of
+    `eq`/`in` values, and the safe-integer, NUL and lone-surrogate checks; in version 2
+    also the normal forms and bounds of the shape operators' operands.
+    """
+    marker = {"$schema": "https://json-schema.org/draft/2020-12/schema"}
+    if version is None:
+        return {
+            **marker,
+            "title": "Plangate policy",
+            "type": "object",
+            "properties": {"version": {"type": "integer", "enum": list(POLICY_VERSIONS)}},
+            "required": ["version", "default"],
+            "allOf": [
+                {
+                    "if": {"properties": {"version": {"const": number}}, "required": ["version"]},
+                    "then": _policy_schema(number),
+                }
+                for number in POLICY_VERSIONS
+            ],
+        }
+    if version not in POLICY_VERSIONS:
+        raise ValueError(f"no policy version {version!r}")
+    return {**marker, "title": "Plangate policy", **_policy_schema(version)}

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 
 from guard.eq_index import EqIndex
 from guard.errors import DocumentInvalid
-from guard.policy import policy_hash, validate_policy
+from guard.policy import policy_hash, policy_json_schema, validate_policy
 from guard.policy_evaluation import (
     POLICY_ARGUMENT_OVERLAPS,
     POLICY_DENY_OVERLAPS,
@@ -203,6 +204,50 @@ def test_a_version_2_operand_error_carries_its_path() -> None:
     assert error_paths({"version": 2, "default": "deny", "rules": [rule]}) == [
         "rules[0].args.path.subpath"
     ]
+
+
+SCHEMA = Draft202012Validator(policy_json_schema())
+
+
+def v2(*rules: dict[str, Any]) -> dict[str, Any]:
+    return {"version": 2, "default": "deny", "rules": list(rules)}
+
+
+@pytest.mark.parametrize(
+    ("document", "valid"),
+    [
+        (v2({"effect": "allow", "tools": ["t"], "args": {"n": {"type": "integer"}}}), True),
+        (v2({"effect": "allow", "tools": ["t"], "args": {"p": {"subpath": "/srv"}}}), True),
+        (v2({"effect": "allow", "tools": ["t"], "additionalArgs": False}), True),
+        (v2({"effect": "review", "tools": ["t"], "maxSum": {"amount": 0.5}}), True),
+        (v2({"effect": "deny", "tools": ["t"], "additionalArgs": False}), False),
+        (v2({"effect": "deny", "tools": ["t"], "maxSum": {"amount": 5}}), False),
+        (v2({"effect": "allow", "tools": ["t"], "maxSum": {"amount": 0}}), False),
+        (v2({"effect": "allow", "tools": ["t"], "maxSum": {}}), False),
+        (v2({"effect": "allow", "tools": ["t"], "additionalArgs": "no"}), False),
+        (v2({"effect": "allow", "tools": ["t"], "args": {"n": {"type": "float"}}}), False),
+        ({**v2({"effect": "allow", "tools": ["t"], "maxSum": {"a": 1}}), "version": 1}, False),
+        (
+            {"version": 1, "default": "deny", "rules": [{"effect": "allow", "tools": ["t"]}]},
+            True,
+        ),
+    ],
+)
+def test_the_schema_and_validate_policy_agree_on_version_2(document: object, valid: bool) -> None:
+    assert SCHEMA.is_valid(document) is valid
+    try:
+        validate_policy(document)
+    except DocumentInvalid:
+        assert not valid
+    else:
+        assert valid
+
+
+def test_the_schema_names_a_bad_version_2_rule_at_its_path() -> None:
+    document = v2({"effect": "allow", "tools": ["t"]}, {"effect": "permit", "tools": ["t"]})
+    (error,) = SCHEMA.iter_errors(document)
+    assert list(error.absolute_path) == ["rules", 1, "effect"]
+    assert policy_json_schema(version=2)["properties"]["version"]["const"] == 2
 
 
 # --- call time ----------------------------------------------------------------------------

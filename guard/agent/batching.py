@@ -131,4 +131,5 @@ def event_json(item: tuple[Any, ...]) -> dict[str, Any]:
         rule_index=decision.rule,
         rule_description=decision.rule_description,
         policy_version=policy_version,
+        amounts=decision.amounts,
     )

@@ -28,7 +28,7 @@ are admitted, so a tool must not hand the value to ``cmd.exe``.
 
 A deny rule (docs/decisions/0016) passes over a value only when it is free of
 metacharacters as above and its element 0 names none of ``cmd`` -- compared by base name,
-case-folded, without a Windows ``.exe``/``.com``/``.bat``/``.cmd`` suffix, so
+case-folded and NFKC-normalised, without a Windows ``.exe``/``.com``/``.bat``/``.cmd`` suffix, so
 ``/usr/bin/RM.exe`` names ``rm``; an element 0 holding ``=`` (a shell assignment) or empty
 never passes -- or when it has more than ``maxArgs`` arguments. A deny rule cannot see
 through a program that runs another (``env rm``, ``sudo rm``, ``xargs rm``): allow lists

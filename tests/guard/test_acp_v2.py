@@ -149,3 +149,52 @@ def test_version_1_steps_read_as_before():
 
     assert acp.describe_step(step) == 'github_list_issues with repo = "acme/app" (up to 3 calls)'
     assert set(entries[0]["_meta"]["plangate"]) == {"index", "number", "step", "tool"}
+
+
+def test_the_guards_own_updates_say_what_a_step_waits_for_until_it_may_run(make_guard):
+    messages: list[dict[str, Any]] = []
+    guard = make_guard(acp_sink=messages.append)
+    repo = {"repo": "acme/public-app"}
+    guard.declare(
+        {
+            "version": 2,
+            "goal": "Answer an issue after reading it",
+            "user": "alice@acme.dev",
+            "steps": [
+                {"id": "read", "tool": "github_get_issue", "args": {"repo": {"eq": repo["repo"]}}},
+                {
+                    "id": "answer",
+                    "tool": "github_comment",
+                    "args": {"repo": {"eq": repo["repo"]}},
+                    "after": ["read"],
+                },
+            ],
+        }
+    )
+
+    early = guard.check("github_comment", repo)
+    guard.call("github_get_issue", repo, lambda **args: {"title": "bug"})
+    guard.call("github_comment", repo, lambda **args: "ok")
+
+    assert early.code == "out_of_order"
+    updates = [
+        message["params"]
+        for message in messages
+        if message["params"]["update"]["sessionUpdate"] == "plan_update"
+    ]
+    for params in updates:
+        assert_valid_v2(params)
+    shown = [
+        [
+            (entry["status"], entry["_meta"]["plangate"].get("waitsFor"))
+            for entry in params["update"]["plan"]["entries"]
+        ]
+        for params in updates
+    ]
+    assert shown == [
+        [("pending", None), ("pending", ["read"])],
+        [("in_progress", None), ("pending", ["read"])],
+        [("completed", None), ("pending", [])],
+        [("completed", None), ("in_progress", [])],
+        [("completed", None), ("completed", [])],
+    ]

@@ -34,7 +34,13 @@ from typing import Any, Final, NamedTuple
 
 from django.utils import timezone
 
-from guard.policy_evaluation import StepDenial, StepWarning, evaluate_plan, plan_argument_warnings
+from guard.policy_evaluation import (
+    StepDenial,
+    StepWarning,
+    evaluate_plan,
+    plan_argument_warnings,
+    step_alone,
+)
 from guard.policy_review import plan_reviews
 from members.models import Member
 from plans.models import Plan
@@ -316,11 +322,11 @@ class _StepVerdicts:
         self.policy = policy
         self.known: dict[tuple[str, str | None, tuple[str, ...]], _Verdict] = {}
 
-    def _judge(self, step: dict[str, Any], role: str | None, groups: tuple[str, ...]) -> _Verdict:
-        """The step's refusal; or, for an admitted step a review rule sends to a person,
-        that review as a refusal that an approval of the step lifts; and the warnings of an
-        admitted step."""
-        alone = {"steps": [step]}
+    def _judge(self, alone: dict[str, Any], role: str | None, groups: tuple[str, ...]) -> _Verdict:
+        """The refusal of a step, given ``alone`` (with the budgets covering it: its plan's
+        guard.policy_evaluation.step_alone); or, for an admitted step a review rule sends to
+        a person, that review as a refusal that an approval of the step lifts; and the
+        warnings of an admitted step."""
         denials = evaluate_plan(self.policy, alone, role=role, groups=groups)
         if denials:
             return _Verdict(denials[0], False, ())
@@ -334,11 +340,13 @@ class _StepVerdicts:
         reason = f"{review.description} asks a person to approve it (approval_required)"
         return _Verdict(StepDenial(0, review.tool, review.rule, reason), True, warnings)
 
-    def _verdict(self, step: dict[str, Any], role: str | None, groups: tuple[str, ...]) -> _Verdict:
-        key = (json.dumps(step, sort_keys=True), role, groups)
+    def _verdict(
+        self, alone: dict[str, Any], role: str | None, groups: tuple[str, ...]
+    ) -> _Verdict:
+        key = (json.dumps(alone, sort_keys=True), role, groups)
         verdict = self.known.get(key)
         if verdict is None:
-            verdict = self._judge(step, role, groups)
+            verdict = self._judge(alone, role, groups)
             if len(self.known) >= MAX_REMEMBERED_VERDICTS:
                 self.known.clear()  # memory stays bounded however varied the steps
             self.known[key] = verdict
@@ -356,8 +364,8 @@ class _StepVerdicts:
         of the steps it admits."""
         denials: list[StepDenial] = []
         warnings: list[StepWarning] = []
-        for index, step in enumerate(plan["steps"]):
-            verdict = self._verdict(step, role, groups)
+        for index in range(len(plan["steps"])):
+            verdict = self._verdict(step_alone(plan, index), role, groups)
             if verdict.denial is not None and not (verdict.review and index in approved):
                 denials.append(replace(verdict.denial, step=index))
             else:

@@ -303,6 +303,30 @@ def test_matcher_and_excluder_never_raise(value: object) -> None:
     assert compile_excluder(operand)(value) == oracle_excluded(operand, value)
 
 
+dotted_quads = st.lists(
+    st.from_regex(r"[0-9]{1,4}", fullmatch=True) | st.sampled_from(["", "0x1", "\uff11"]),
+    min_size=3,
+    max_size=5,
+).map(".".join)
+
+
+@given(dotted_quads)
+def test_dotted_quads_read_as_ipaddress_reads_them(value: str) -> None:
+    # guard.addresses reads dotted quads itself; ipaddress is the reference.
+    assert compile_matcher(["0.0.0.0/1"])(value) == oracle_match(["0.0.0.0/1"], value)
+    assert compile_excluder(["0.0.0.0/1"])(value) == oracle_excluded(["0.0.0.0/1"], value)
+
+
+def test_remembered_readings_stay_bounded_and_right() -> None:
+    matches = compile_matcher(["2001:db8::/32"])
+    values = [f"2001:db8::{index:x}" for index in range(addresses.MAX_REMEMBERED + 10)]
+    assert all(matches(value) for value in values)
+    assert len(addresses._REMEMBERED) <= addresses.MAX_REMEMBERED
+    assert all(matches(value) for value in values)  # read again after the clear
+    assert not matches("2001:db9::1")
+    assert not matches("2001:db9::1")  # remembered as outside
+
+
 @given(operands)
 def test_samples_satisfy_the_operand(operand: list[str]) -> None:
     found = samples(operand)

@@ -4,6 +4,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +20,9 @@ from guard.errors import DocumentInvalid
 from guard.policy import policy_hash, policy_json_schema, validate_policy
 from guard.policy_evaluation import (
     POLICY_ARGUMENT_OVERLAPS,
+    POLICY_ARGUMENT_UNDECIDABLE,
     POLICY_DENY_OVERLAPS,
+    POLICY_DENY_UNDECIDABLE,
     UNPINNED_POLICY_ARGUMENT,
     CompiledPolicy,
     evaluate_plan,
@@ -652,3 +658,58 @@ def test_a_version_1_plan_against_a_version_2_policy_reads_as_before() -> None:
         ],
     }
     assert denials(document, v1) == ["plan.steps[0].args.branch", "plan.steps[1].args.amount"]
+
+
+# --- plangate check -----------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_plangate_check_prints_undecidable_pairs_as_warnings(tmp_path: Path) -> None:
+    policy_file = tmp_path / "policy.json"
+    plan_file = tmp_path / "plan.json"
+    policy_file.write_text(
+        json.dumps(
+            {
+                "version": 2,
+                "default": "deny",
+                "rules": [
+                    {"effect": "allow", "tools": ["fetch"], "args": {"url": {"regex": "(?i)h.*"}}},
+                    {"effect": "deny", "tools": ["read"], "args": {"path": {"glob": "*secret*"}}},
+                    {"effect": "allow", "tools": ["read"]},
+                ],
+            }
+        )
+    )
+    url = {"url": {"scheme": ["https"], "host": ["acme.dev"]}}
+    plan_file.write_text(
+        json.dumps(
+            {
+                "version": 2,
+                "goal": "g",
+                "user": "alice@acme.dev",
+                "steps": [
+                    {"tool": "fetch", "args": {"url": url}},
+                    {"tool": "read", "args": {"path": {"subpath": "/srv/repo"}}},
+                ],
+            }
+        )
+    )
+    check = [sys.executable, "-m", "guard.cli", "check", "--plan", str(plan_file)]
+    check += ["--policy", str(policy_file), "read", '{"path": "/srv/repo/readme"}']
+
+    text = subprocess.run(check, capture_output=True, text=True, cwd=ROOT)
+    as_json = subprocess.run([*check, "--json"], capture_output=True, text=True, cwd=ROOT)
+
+    assert text.returncode == 0, text.stderr
+    assert "decision: allowed" in text.stdout
+    assert "warning: plan.steps[0].args.url: fetch: some calls may be refused" in text.stdout
+    assert "warning: plan.steps[1].args.path: read: some calls may be refused" in text.stdout
+    warned = [
+        (warning["path"], warning["code"])
+        for warning in json.loads(as_json.stdout)["plan"]["warnings"]
+    ]
+    assert warned == [
+        ("plan.steps[0].args.url", POLICY_ARGUMENT_UNDECIDABLE),
+        ("plan.steps[1].args.path", POLICY_DENY_UNDECIDABLE),
+    ]

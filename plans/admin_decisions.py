@@ -15,7 +15,8 @@ from typing import ClassVar
 from django.contrib import admin
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
 from guard.decisions import Decision
@@ -192,7 +193,7 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
             "Why: the rule and the policy version in force",
             {"fields": ["policy_version_shown", "rule_shown"]},
         ),
-        ("The call's arguments", {"fields": ["args_digest", "args_shown"]}),
+        ("The call's arguments", {"fields": ["args_digest", "args_shown", "amounts_shown"]}),
     ]
     readonly_fields: ClassVar[tuple[str, ...]] = (
         "plan_link",
@@ -209,6 +210,7 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         "rule_shown",
         "args_digest",
         "args_shown",
+        "amounts_shown",
     )
     export_filename = "guard-decisions"
     # Tuples of the exported fields, streamed: no model instances (five per row with the
@@ -231,6 +233,8 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
         ("reason", "reason"),
         ("args_digest", "args_digest"),
         ("args", "args"),
+        # What an allowed call counted against each budget of a version-2 plan.
+        ("amounts", "amounts"),
         # The plan's approval, when a person gave one (annotated by export_queryset).
         ("approved_by", "approved_by"),
         ("approved_at", "approved_at"),
@@ -382,6 +386,16 @@ class PlanEventAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
             step_label(event.step),
             step.get("tool", "?"),
             constraints_html(step.get("args")),
+        )
+
+    @admin.display(description="counted against budgets")
+    def amounts_shown(self, event: PlanEvent) -> str:
+        if not event.amounts:
+            return "Nothing: no budget of the plan covers this call's step, or it was not allowed."
+        return format_html_join(
+            mark_safe("<br>"),
+            "<code>{}</code>: {}",
+            sorted(event.amounts.items()),
         )
 
     @admin.display(description="arguments")

@@ -491,6 +491,7 @@ def test_the_plans_and_decisions_lists_export_what_they_show(auditor_client, age
             "reason": "",
             "args_digest": "",
             "args": None,
+            "amounts": None,
             # No review rule asked: no approval.
             "approved_by": None,
             "approved_at": None,

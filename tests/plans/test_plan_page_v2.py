@@ -190,3 +190,23 @@ def test_a_version_1_plan_shows_no_order_and_no_budgets(auditor_client, agent):
     assert 'id="budgets"' not in html
     assert "plangate-step-id" not in html and "plangate-step-after" not in html
     assert '<td class="plangate-step-blocked">—</td>' in row(html, "step-1")
+
+
+def test_a_decisions_page_shows_what_it_counted_against_budgets(auditor_client, refunder, plan):
+    post_events(
+        refunder,
+        plan,
+        event(Decision.ALLOWED, 1, amounts={"refunds": 120}),
+        event(Decision.OUT_OF_ORDER, 1),
+    )
+    counted, blocked = PlanEvent.objects.filter(plan=plan).order_by("decision")
+
+    def page(decision: PlanEvent) -> str:
+        url = reverse("admin:plans_planevent_change", args=[decision.pk])
+        response = auditor_client.get(url)
+        assert response.status_code == 200
+        return response.content.decode()
+
+    assert "<code>refunds</code>: 120" in page(counted)
+    assert "<code>refunds</code>" not in page(blocked)
+    assert "no budget of the plan covers" in page(blocked)

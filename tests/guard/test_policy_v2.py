@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -11,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from guard.constraints import compile_constraint
 from guard.eq_index import EqIndex
 from guard.errors import DocumentInvalid
 from guard.policy import policy_hash, policy_json_schema, validate_policy
@@ -28,7 +30,10 @@ from guard.policy_evaluation import (
     evaluate_plan,
     plan_argument_warnings,
     step_alone,
+    step_deny_relation,
+    step_rule_relation,
 )
+from guard.relation import Relation
 
 from .strategies import wild_values
 
@@ -658,6 +663,125 @@ def test_a_version_1_plan_against_a_version_2_policy_reads_as_before() -> None:
         ],
     }
     assert denials(document, v1) == ["plan.steps[0].args.branch", "plan.steps[1].args.amount"]
+
+
+# --- held to brute force -----------------------------------------------------------------
+
+NAMES = ("a", "b", "amount", "z")
+UNIVERSE: dict[str, list[Any]] = {
+    "a": ["x", "xy", "y", "", 1, 5, None],
+    "b": ["x", "xy", "y", "", 1, 5, None],
+    "amount": [0, 1, 250, 300.5, 500, 1500, -1, "10", None],
+    "z": ["x", 3],
+}
+TEXT_OR_NUMBER = [
+    {"eq": "x"},
+    {"in": ["x", 1]},
+    {"glob": "x*"},
+    {"lte": 3},
+    {"type": "string"},
+    {"maxLength": 0},
+]
+AMOUNTS = [
+    {"lte": 500},
+    {"gte": 1},
+    {"in": [0, 250]},
+    {"type": "integer"},
+    {"eq": "10"},
+    {"lte": -5},
+    {"gte": 300},
+]
+_ABSENT = object()
+
+
+@st.composite
+def pinned(draw: st.DrawFn, names: tuple[str, ...]) -> dict[str, Any]:
+    chosen = draw(st.lists(st.sampled_from(names), unique=True))
+    return {
+        name: draw(st.sampled_from(AMOUNTS if name == "amount" else TEXT_OR_NUMBER))
+        for name in chosen
+    }
+
+
+def admitted_by_step(
+    call: dict[str, Any], args: dict[str, Any], closed: bool, ceiling: float | None
+) -> bool:
+    """What the guard lets a call pass under the step (guard.plan, guard.budgets): every
+    pinned argument present and satisfied, a budgeted amount a number from 0 to the
+    budget, and for a closed step no other argument."""
+    for name, constraint in args.items():
+        if name not in call or not compile_constraint(constraint)(call[name]):
+            return False
+    if ceiling is not None:
+        amount = call.get("amount")
+        if not isinstance(amount, int | float) or isinstance(amount, bool):
+            return False
+        if not 0 <= amount <= ceiling:
+            return False
+    if closed:
+        named = set(args) | ({"amount"} if ceiling is not None else set())
+        return set(call) <= named
+    return True
+
+
+def calls() -> list[dict[str, Any]]:
+    choices = [[_ABSENT, *UNIVERSE[name]] for name in NAMES]
+    return [
+        {name: value for name, value in zip(NAMES, values, strict=True) if value is not _ABSENT}
+        for values in itertools.product(*choices)
+    ]
+
+
+CALLS = calls()
+
+
+@settings(max_examples=150)
+@given(
+    pinned(("a", "b", "amount")),
+    st.booleans(),
+    st.sampled_from([None, 1, 500, 2000]),
+    pinned(("a", "b", "amount")),
+    st.booleans(),
+)
+def test_closed_and_budgeted_relations_hold_against_every_sampled_call(
+    step_args: dict[str, Any],
+    closed: bool,
+    ceiling: float | None,
+    rule_args: dict[str, Any],
+    rule_closed: bool,
+) -> None:
+    budgets = None if ceiling is None else {"amount": ceiling}
+    allow = {"effect": "allow", "tools": ["t"], "args": rule_args}
+    if rule_closed:
+        allow["additionalArgs"] = False
+    if not rule_args:
+        del allow["args"]
+    allows = CompiledPolicy(policy(allow), role=None, groups=())
+    denies = CompiledPolicy(
+        policy(
+            {"effect": "deny", "tools": ["t"], "args": rule_args or {"z": {"eq": 3}}},
+            default="allow",
+        ),
+        role=None,
+        groups=(),
+    )
+    admitted = [call for call in CALLS if admitted_by_step(call, step_args, closed, ceiling)]
+    relation, _ = step_rule_relation(
+        step_args, rule_args, closed=closed, budgets=budgets, rule_closed=rule_closed
+    )
+    passed = [allows.decide("t", call).allowed for call in admitted]
+    if relation is Relation.INSIDE:
+        assert all(passed)
+    if relation is Relation.DISJOINT:
+        assert not any(passed)
+    deny_relation, _ = step_deny_relation(
+        step_args, rule_args or {"z": {"eq": 3}}, closed=closed, budgets=budgets
+    )
+    refused = [not denies.decide("t", call).allowed for call in admitted]
+    if deny_relation is Relation.INSIDE:
+        assert all(refused)
+    if deny_relation is Relation.DISJOINT:
+        assert not any(refused)
 
 
 # --- plangate check -----------------------------------------------------------------------

@@ -751,7 +751,7 @@ def test_closed_and_budgeted_relations_hold_against_every_sampled_call(
     rule_closed: bool,
 ) -> None:
     budgets = None if ceiling is None else {"amount": ceiling}
-    allow = {"effect": "allow", "tools": ["t"], "args": rule_args}
+    allow: dict[str, Any] = {"effect": "allow", "tools": ["t"], "args": rule_args}
     if rule_closed:
         allow["additionalArgs"] = False
     if not rule_args:

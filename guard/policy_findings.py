@@ -18,7 +18,9 @@ Two findings, each about one allow or review rule (guard.policy_evaluation's sem
       argument too, to values all inside the deny rule's constraint (guard.relation). A deny
       rule fails closed (guard.deny), so such a call is always refused; an argument the
       allow rule leaves free may take a value outside the deny rule's, and then the allow
-      rule does admit a call.
+      rule does admit a call. An allow rule with ``"additionalArgs": false`` (policy
+      version 2) admits no call passing an argument it does not name, so every call it
+      admits lacks such an argument, which the deny rule matches (failing closed).
 
 ``review_never_applies`` -- a review rule that never asks anyone anything, for one of:
 
@@ -99,8 +101,11 @@ def _covers_calls(deny: Mapping[str, Any], rule: Mapping[str, Any]) -> bool:
     """Whether every call ``rule`` admits satisfies ``deny``'s ``args`` (failing closed)."""
     denied: Mapping[str, Any] = deny.get("args") or {}
     admitted: Mapping[str, Any] = rule.get("args") or {}
+    closed = rule.get("additionalArgs") is False  # its calls pass no other argument
     return all(
-        name in admitted and constraint_relation(admitted[name], constraint) is Relation.INSIDE
+        constraint_relation(admitted[name], constraint) is Relation.INSIDE
+        if name in admitted
+        else closed
         for name, constraint in denied.items()
     )
 

@@ -33,6 +33,7 @@ from guard.policy_evaluation import (
     step_deny_relation,
     step_rule_relation,
 )
+from guard.policy_findings import ALLOW_SHADOWED, policy_findings
 from guard.relation import Relation
 
 from .strategies import wild_values
@@ -663,6 +664,29 @@ def test_a_version_1_plan_against_a_version_2_policy_reads_as_before() -> None:
         ],
     }
     assert denials(document, v1) == ["plan.steps[0].args.branch", "plan.steps[1].args.amount"]
+
+
+# --- findings -----------------------------------------------------------------------------
+
+
+def test_a_closed_allow_rule_leaving_out_what_a_deny_constrains_is_shadowed() -> None:
+    deny = {"effect": "deny", "tools": ["push"], "args": {"force": {"eq": False}}}
+    closed = {"effect": "allow", "tools": ["push"], "args": {"repo": {"glob": "acme/*"}}}
+    document = policy(deny, {**closed, "additionalArgs": False}, closed)
+    (finding,) = policy_findings(document)
+    assert (finding.rule, finding.code, finding.by) == (1, ALLOW_SHADOWED, (0,))
+    # Every call it admits lacks force, which the deny matches (it fails closed) ...
+    assert not decide(document, "push", {"repo": "acme/app"})
+    # ... while the open rule admits a call passing force true.
+    assert decide(document, "push", {"repo": "acme/app", "force": True})
+
+
+def test_a_deny_with_a_new_operator_shadows_an_allow_rule_inside_it() -> None:
+    deny = {"effect": "deny", "tools": ["read"], "args": {"path": {"subpath": "/etc"}}}
+    inside = {"effect": "allow", "tools": ["read"], "args": {"path": {"subpath": "/etc/ssl"}}}
+    outside = {"effect": "allow", "tools": ["read"], "args": {"path": {"subpath": "/srv"}}}
+    findings = policy_findings(policy(deny, inside, outside))
+    assert [(finding.rule, finding.code) for finding in findings] == [(1, ALLOW_SHADOWED)]
 
 
 # --- held to brute force -----------------------------------------------------------------

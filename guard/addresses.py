@@ -17,9 +17,10 @@ A deny rule (docs/decisions/0016) passes over a value only when it parses as abo
 effective address *and* every IPv4 address it embeds by NAT64 (``64:ff9b::/96``), 6to4
 (``2002::/16``) or Teredo (``2001::/32``, server and client) lie outside every network: a
 host may reach ``10.0.0.1`` through ``64:ff9b::a00:1``. Limits, said in the docs: a
-network-specific NAT64 prefix (RFC 6052), the local-use ``64:ff9b:1::/48`` and deprecated
-IPv4-compatible addresses (``::10.0.0.1``) embed an IPv4 address the guard cannot see, and
-a host name is no address (a tool resolving one must check what it resolves to).
+network-specific NAT64 prefix (RFC 6052), the local-use ``64:ff9b:1::/48``, IPv4-translated
+addresses (``::ffff:0:a00:1``, RFC 2765) and deprecated IPv4-compatible ones
+(``::10.0.0.1``) embed an IPv4 address the guard does not read, and a host name is no
+address (a tool resolving one must check what it resolves to).
 """
 
 from __future__ import annotations

@@ -23,16 +23,20 @@ Limits, said in the docs: ``argv`` cannot know which options of a program are da
 ``git --upload-pack=/tmp/x status`` holds no metacharacter, and no rule that ignores the
 program tells it from an honest option: ``options`` is the answer, and without it any
 option passes. An element ``-u/tmp/x`` (an option with its value attached) must itself be
-listed. The characters refused are those a POSIX shell reads; ``%`` and ``^`` (``cmd.exe``)
-are admitted, so a tool must not hand the value to ``cmd.exe``.
+listed; a listed option admits any value given as the next element (``-c`` admits
+``-c core.sshCommand=/tmp/x``), and a program that reads abbreviations (git reads
+``--upl`` as ``--upload-pack``) reads a listed abbreviation as the option it stands for: list
+options whole, and only those harmless with any value. The characters refused are those a
+POSIX shell reads; ``%`` and ``^`` (``cmd.exe``) are admitted, so a tool must not hand the
+value to ``cmd.exe``.
 
 A deny rule (docs/decisions/0016) passes over a value only when it is free of
 metacharacters as above and its element 0 names none of ``cmd`` -- compared by base name,
-case-folded and NFKC-normalised, without a Windows ``.exe``/``.com``/``.bat``/``.cmd`` suffix, so
-``/usr/bin/RM.exe`` names ``rm``; an element 0 holding ``=`` (a shell assignment) or empty
-never passes -- or when it has more than ``maxArgs`` arguments. A deny rule cannot see
-through a program that runs another (``env rm``, ``sudo rm``, ``xargs rm``): allow lists
-are the answer there.
+case-folded and NFKC-normalised, without a Windows ``.exe`` ``.com`` ``.bat`` ``.cmd``
+suffix, so ``/usr/bin/RM.exe`` names ``rm``; an element 0 holding ``=`` (a shell
+assignment) or empty never passes -- or when it has more than ``maxArgs`` arguments. A
+deny rule cannot see through a program that runs another (``env rm``, ``sudo rm``,
+``xargs rm``): allow lists are the answer there.
 """
 
 from __future__ import annotations
@@ -58,8 +62,10 @@ __all__ = [
     "compile_excluder",
     "compile_matcher",
     "deny_relation",
+    "program_key",
     "relation",
     "samples",
+    "split",
 ]
 
 OPERATOR: Final = "argv"
@@ -126,6 +132,8 @@ def _name_problem(item: object) -> str | None:
         return "must not start with '-' (a program name, not an option)"
     if _ASSIGNMENT in item:
         return "must not hold '=' (a shell reads NAME=value as an assignment)"
+    if item.endswith("/"):
+        return "must not end with '/' (a program, not a directory)"
     return _element_problem(item)
 
 

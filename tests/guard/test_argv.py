@@ -161,6 +161,11 @@ def test_valid_operands_have_no_problem() -> None:
             "unknown field (expected cmd, maxArgs, options)",
         ),
         ({"cmd": ["g" * 201]}, f"{PATH}.cmd[0]", "must be at most 200 characters"),
+        (
+            {"cmd": ["/usr/bin/"]},
+            f"{PATH}.cmd[0]",
+            "must not end with '/' (a program, not a directory)",
+        ),
     ],
 )
 def test_operand_problem_is_reported_at_its_path(operand: object, path: str, detail: str) -> None:

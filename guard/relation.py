@@ -32,6 +32,26 @@ How each pair is decided:
   matchers, and a regex automaton is compared with RE2 on sampled strings before it is
   trusted; a disagreement answers ``undecidable``.
 
+Version 2's operators (docs/decisions/0066, section 3):
+
+* ``type``: against ``type``, inside when equal or ``integer`` in ``number``, overlapping for
+  ``number`` in ``integer``, else disjoint; against another operator, disjoint when no value
+  of the type can satisfy it, ``type string`` is ``glob "*"`` for the automata, and ``lte`` /
+  ``gte`` against ``number`` are inside, against ``integer`` overlapping; ``type boolean`` is
+  the finite set of both booleans;
+* ``maxLength``: against ``maxLength``, inside when the step's is not above the rule's; a
+  glob or regex against it by the automaton's shortest and longest texts; it against a glob
+  or regex by a search of the automaton's state sets limited to its length (``maxLength 0``
+  is the finite set of ``""``);
+* the shape operators (``subpath``, ``url``, ``cidr``, ``argv``, guard.constraints'
+  `SHAPE_MODULES`): two constraints of one operator by its module's ``relation``; paths,
+  URLs and addresses never meet; against numbers disjoint, against ``type`` by the JSON types
+  their values take. Against text operators, and ``argv`` against anything else, a lexical
+  path or a parsed URL is no regular language: the answer is overlapping when sampled values
+  (the module's ``samples`` and variations of them, a pattern's shortest and random texts)
+  show a value admitted by both and one admitted by the step only, disjoint when the pattern
+  admits no text at all, and undecidable otherwise.
+
 Values are JSON values as a call passes them; text is valid Unicode (a lone surrogate, which
 RE2 cannot read, is not considered).
 
@@ -180,7 +200,7 @@ def constraint_relation(step: Mapping[str, Any] | None, rule: Mapping[str, Any])
         relation = _decide(step, rule, _Budget(RELATION_WORK, _SHARED.get()))
     except _SharedBudgetSpent:
         return Relation.UNDECIDABLE
-    except (_Undecidable, RecursionError, GlobSyntaxError, TypeError, ValueError):
+    except (_Undecidable, RecursionError, GlobSyntaxError, TypeError, ValueError, LookupError):
         relation = Relation.UNDECIDABLE
     if len(_REMEMBERED) >= MAX_REMEMBERED:
         _REMEMBERED.clear()  # memory stays bounded however varied the constraints
@@ -279,7 +299,14 @@ def deny_relation(step: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> Re
       constraint that leaves out no value of that type: ``inside``; otherwise the values
       the deny leaves out are those failing its constraint, and the answer is
       `constraint_relation`'s (whose ``inside`` is exact; a number that is not finite or
-      text with a lone surrogate, which the deny would match too, is not considered).
+      text with a lone surrogate, which the deny would match too, is not considered);
+    * a deny on ``type`` leaves out values of another JSON type but for strings a tool may
+      read as numbers (guard.deny.may_read_as_number), which text steps show by sampled
+      values or leave undecidable;
+    * a shape operator against itself by its module's ``deny_relation``; a path, URL or
+      address never passes another of those operators' checks, so such a deny is inside;
+      other pairs with a shape operator are overlapping when sampled values show one value
+      the deny matches and one it leaves out, else undecidable.
     """
     try:
         operator, operand = _operator(rule)
@@ -395,13 +422,13 @@ def _decide(step: Mapping[str, Any] | None, rule: Mapping[str, Any], budget: _Bu
     if rule_operator == "type":
         return Relation.INSIDE if rule_operand == "string" else Relation.DISJOINT
     step_matches = compile_constraint(step)
-    if rule_operator in ("maxLength", *SHAPE_MODULES):
+    if rule_operator == "maxLength":
         budget.spend(len(step_operand))
         step_automaton = _pattern_automaton(step_operator, step_operand)
-        if rule_operator == "maxLength":
-            return _pattern_within(step_automaton, rule_operand, step_matches, rule_matches, budget)
-        if _shortest_accepted(step_automaton, budget) is None:
-            return Relation.DISJOINT  # the pattern admits no text at all
+        return _pattern_within(step_automaton, rule_operand, step_matches, rule_matches, budget)
+    if rule_operator in SHAPE_MODULES:
+        if _admits_no_text(step_operator, step_operand, budget):
+            return Relation.DISJOINT
         return _by_probes(step, rule, budget)
     if rule_operator in ("eq", "in"):
         members = [rule_operand] if rule_operator == "eq" else list(rule_operand)
@@ -490,12 +517,20 @@ def _shape(step: Mapping[str, Any], rule: Mapping[str, Any], budget: _Budget) ->
         return Relation.DISJOINT
     if rule_operator == "type" and kinds == {"string"}:
         return Relation.INSIDE
-    if rule_operator in ("glob", "regex"):
-        budget.spend(len(rule_operand))
-        automaton = _pattern_automaton(rule_operator, rule_operand)
-        if _shortest_accepted(automaton, budget) is None:
-            return Relation.DISJOINT  # the pattern admits no text at all
+    if rule_operator in ("glob", "regex") and _admits_no_text(rule_operator, rule_operand, budget):
+        return Relation.DISJOINT
     return _by_probes(step, rule, budget)
+
+
+def _admits_no_text(operator: str, pattern: str, budget: _Budget) -> bool:
+    """True when a glob or regex provably admits no text at all (so no value of a shape
+    operator); False when it admits some, or its regex is not modelled."""
+    budget.spend(len(pattern))
+    try:
+        automaton = _pattern_automaton(operator, pattern)
+    except _Undecidable:
+        return False  # not modelled: sampled values may still decide
+    return _shortest_accepted(automaton, budget) is None
 
 
 def _shape_relation(operator: str, step: Any, rule: Any, *, deny: bool) -> Relation:
@@ -516,6 +551,7 @@ _PROBES: Final[tuple[Any, ...]] = (
     *([], ["git"], ["git", "status"], [""], 0, 1, 0.5, True, None, {}),
 )
 _PROBES_PER_PATTERN: Final = 12
+_PADDED_SAMPLES: Final = 4  # a padding may hold a million characters
 
 
 def _probes(constraints: Sequence[Mapping[str, Any]]) -> list[Any]:
@@ -545,7 +581,7 @@ def _probes(constraints: Sequence[Mapping[str, Any]]) -> list[Any]:
             values.extend(_pattern_samples(operator, operand))
     if longest:  # texts of the shapes longer than the limit, to show one outside it
         padding = "a" * (longest + 1)
-        for sample in shape_texts[:_PROBES_PER_PATTERN]:
+        for sample in shape_texts[:_PADDED_SAMPLES]:
             values.extend((f"{sample}/{padding}", f"{sample}?{padding}"))
     for sample in shape_texts[:_PROBES_PER_PATTERN]:
         values.extend((f"{sample}/probe", f"{sample}a", f"{sample} -x", sample[:-1]))

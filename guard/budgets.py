@@ -81,9 +81,12 @@ def is_amount(value: Any) -> bool:
     return exact_amount(value) is not None
 
 
-def reported_amount(value: object) -> int | float:
+def reported_amount(value: Any) -> int | float:
     """An amount (`is_amount`) as the call gave it, for the decision and its event: an int
     or a float, never a subclass."""
+    kind = type(value)
+    if kind is int or kind is float:
+        return value  # type: ignore[no-any-return]
     if isinstance(value, int):
         return int(value)
     assert isinstance(value, float)
@@ -170,17 +173,31 @@ def compile_budgets(
 
 
 def try_add(
-    totals: list[Amount], budgets: Sequence[CompiledBudget], amounts: Sequence[Amount]
+    totals: list[Amount], budgets: Sequence[CompiledBudget], amounts: Mapping[int, Amount]
 ) -> CompiledBudget | None:
-    """Add ``amounts[i]`` to the total of ``budgets[i]``, for every i, when each sum stays
-    within its budget's max; else change nothing and return the first budget without
-    room (or whose sum cannot be kept exactly). The caller holds the guard's lock."""
-    sums = []
-    for budget, amount in zip(budgets, amounts, strict=True):
-        total = add_exactly(totals[budget.index], amount)
-        if total is None or total > budget.max:
+    """Add to the total of each of `budgets` its call's amount (`amounts`, by budget
+    index) when every sum stays within its budget's max; else change nothing and return
+    the first budget without room (or whose sum cannot be kept exactly). The caller holds
+    the guard's lock."""
+    if len(budgets) == 1:  # most budgeted steps: no list to build
+        budget = budgets[0]
+        index = budget.index
+        total = totals[index]
+        amount = amounts[index]
+        if type(total) is int and type(amount) is int:
+            counted: Amount | None = total + amount
+        else:
+            counted = add_exactly(total, amount)
+        if counted is None or counted > budget.max:
             return budget
-        sums.append(total)
-    for budget, total in zip(budgets, sums, strict=True):
-        totals[budget.index] = total
+        totals[index] = counted
+        return None
+    sums: list[Amount] = []
+    for budget in budgets:
+        summed = add_exactly(totals[budget.index], amounts[budget.index])
+        if summed is None or summed > budget.max:
+            return budget
+        sums.append(summed)
+    for budget, summed in zip(budgets, sums, strict=True):
+        totals[budget.index] = summed
     return None

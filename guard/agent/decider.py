@@ -23,7 +23,7 @@ from guard.agent.session import (
 )
 from guard.agent.tool_calls import ToolCalls, tool_calls
 from guard.agent.verified import VerifiedToken
-from guard.budgets import Amount, exact_amount, format_amount, reported_amount, try_add
+from guard.budgets import Amount, exact_amount, reported_amount, try_add
 from guard.decisions import Decision
 from guard.finite import PLAIN_SCALAR_TYPES, non_finite_argument
 from guard.policy_evaluation import PolicyDecision
@@ -219,13 +219,14 @@ class Decider:
         # The amounts, read and made exact before the lock (budget index -> amount).
         step_budgets = compiled.step_budgets
         amounts: dict[int, Amount] = {}
-        for step in candidates:
-            for budget in step_budgets[step]:
-                if budget.index not in amounts:
-                    amount = exact_amount(args.get(budget.arg))
-                    if amount is None:  # arguments that changed since they matched
-                        return plan.not_in_plan(tool, args)
-                    amounts[budget.index] = amount
+        if compiled.budgets:
+            for step in candidates:
+                for budget in step_budgets[step]:
+                    if budget.index not in amounts:
+                        amount = exact_amount(args.get(budget.arg))
+                        if amount is None:  # arguments that changed since they matched
+                            return plan.not_in_plan(tool, args)
+                        amounts[budget.index] = amount
         used = plan.used
         statuses = plan.statuses
         totals = plan.budget_totals
@@ -234,7 +235,6 @@ class Decider:
         refusals: list[tuple[int, Decision, str]] = []
         chosen = -1
         started = False
-        counted: list[Amount] = []
         self._acquire()
         try:
             for step in candidates:
@@ -244,13 +244,8 @@ class Decider:
                 else:
                     if used[step] < max_calls[step]:
                         covering = step_budgets[step]
-                        if (
-                            not covering
-                            or try_add(totals, covering, [amounts[b.index] for b in covering])
-                            is None
-                        ):
+                        if not covering or try_add(totals, covering, amounts) is None:
                             chosen = step
-                            counted = [totals[budget.index] for budget in covering]
                             used[step] += 1
                             self.tool_output_seen = True
                             started = statuses[step] == _PENDING
@@ -275,21 +270,6 @@ class Decider:
             return plan.refused(tool, refusals)
         if started:
             self._publish(plan)
-        covering = step_budgets[chosen]
-        if covering:
-            # One decision per call: it names this call's amounts.
-            totals_now = "; ".join(
-                f"budget {budget.id!r} at {format_amount(total)} of {format_amount(budget.max)}"
-                for budget, total in zip(covering, counted, strict=True)
-            )
-            return CallDecision(
-                Decision.ALLOWED,
-                f"step {chosen + 1} ({tool}) of the plan; {verdict.reason}; {totals_now}",
-                chosen,
-                verdict.rule,
-                verdict.description,
-                {budget.id: reported_amount(args[budget.arg]) for budget in covering},
-            )
         decision = entry.allowed[chosen].get(verdict.rule)
         if decision is None:
             decision = CallDecision(
@@ -300,6 +280,12 @@ class Decider:
                 verdict.description,
             )
             entry.allowed[chosen][verdict.rule] = decision
+        covering = step_budgets[chosen]
+        if covering:
+            # One decision per call, naming this call's amounts: the shared one, copied.
+            return decision.counting(
+                {budget.id: reported_amount(args[budget.arg]) for budget in covering}
+            )
         return decision
 
     @staticmethod

@@ -98,9 +98,9 @@ def test_try_add_counts_every_budget_or_none() -> None:
     large = CompiledBudget(1, "large", "amount", 100, (0,))
     totals: list[int | Decimal] = [8, 0]
 
-    assert try_add(totals, (large, small), (5, 5)) is small
+    assert try_add(totals, (large, small), {0: 5, 1: 5}) is small
     assert totals == [8, 0]  # the large budget had room, yet counted nothing
-    assert try_add(totals, (large, small), (2, 2)) is None
+    assert try_add(totals, (large, small), {0: 2, 1: 2}) is None
     assert totals == [10, 2]
 
 
@@ -114,7 +114,7 @@ def test_amounts_like_0_1_and_0_2_fill_a_max_of_0_3_exactly() -> None:
 
     assert [first.code, second.code, third.code] == [Decision.ALLOWED] * 3
     assert (first.amounts, second.amounts) == ({"refunds": 0.1}, {"refunds": 0.2})
-    assert "budget 'refunds' at 0.3 of 0.3" in second.reason
+    assert second.reason == "step 1 (refund) of the plan; the policy default allows this call"
     assert over.code is Decision.BUDGET_EXCEEDED
     assert "0.3 of its max 0.3" in over.reason and "0.300001" in over.reason
     assert state.budget_totals == [Decimal("0.3")]

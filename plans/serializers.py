@@ -43,14 +43,18 @@ REQUIRED = "this field is required"
 # Keywords of JSON Schema 2020-12 that OpenAPI 3.0 does not have; the guard's validators
 # enforce what they say, the descriptions tell people.
 _NOT_IN_OPENAPI_30 = frozenset(
-    {"$schema", "const", "propertyNames", "if", "then", "dependentRequired"}
+    {"$schema", "const", "propertyNames", "if", "then", "else", "dependentRequired"}
 )
+
+# 2020-12 writes an exclusive bound as a number; 3.0 as the bound plus a boolean flag.
+_EXCLUSIVE_BOUNDS = {"exclusiveMinimum": "minimum", "exclusiveMaximum": "maximum"}
 
 
 def openapi_30_schema(schema: object) -> object:
     """A JSON Schema 2020-12 document of the guard as an OpenAPI 3.0 schema object: `const`
-    as a one-value `enum`, a `[type, "null"]` pair as `nullable`, and none of the keywords
-    3.0 lacks."""
+    as a one-value `enum`, a `[type, "null"]` pair as `nullable`, a numeric
+    `exclusiveMinimum` / `exclusiveMaximum` as 3.0's bound with its boolean flag, and none of
+    the keywords 3.0 lacks."""
     if isinstance(schema, list):
         return [openapi_30_schema(item) for item in schema]
     if not isinstance(schema, dict):
@@ -61,6 +65,9 @@ def openapi_30_schema(schema: object) -> object:
             continue
         if key == "properties":  # names of fields, not keywords
             converted[key] = {name: openapi_30_schema(field) for name, field in value.items()}
+        elif key in _EXCLUSIVE_BOUNDS and not isinstance(value, bool):
+            converted[_EXCLUSIVE_BOUNDS[key]] = value
+            converted[key] = True
         elif key == "type" and isinstance(value, list):
             converted[key] = next(name for name in value if name != "null")
             if "null" in value:
@@ -201,7 +208,7 @@ class RequestBodySchema(OpenApiSerializerExtension):
 class PlanDeclarationSerializer(RequestBodySerializer):
     """A plan to declare, and the lifetime wanted for its token."""
 
-    plan = PlanDocumentField(help_text="the plan document, version 1")
+    plan = PlanDocumentField(help_text="the plan document, version 1 or 2")
     ttl = TtlField()
 
 

@@ -1,8 +1,10 @@
 """The built-in ``declare_plan`` tool, defined for the common tool-calling formats.
 
-Every definition embeds `guard.plan.plan_json_schema()`, the one plan schema, as the tool's
-parameters: the model's call arguments *are* the plan document. Hand the call to
-`Guard.handle_declare_plan(arguments)`, which declares it and returns the tool result.
+Every definition embeds `guard.plan.plan_json_schema(version=2)`, the plan schema of the
+version a model should write, as the tool's parameters (tool-calling APIs want one object
+at the root, not `oneOf` the versions): the model's call arguments *are* the plan document.
+Hand the call to `Guard.handle_declare_plan(arguments)`, which declares it and returns the
+tool result.
 """
 
 from __future__ import annotations
@@ -36,17 +38,22 @@ DECLARE_PLAN_DESCRIPTION: Final = (
     "Declare your plan before you call any other tool, and before you read any tool output."
     " Give the goal, the e-mail of the person you act for, and every tool call you intend to"
     f" make as steps (at most {MAX_STEPS}): the exact tool name, the arguments you will pin"
-    " with one constraint each (eq, in, glob, regex, lte or gte), how many calls it needs"
-    " (maxCalls, default 20) and whether it must run (required). A call that no step allows"
-    " is blocked. Once any tool has returned a result, no new plan can be declared in this"
-    " session, so plan everything first."
+    " with one constraint each, how many calls it needs (maxCalls, default 20) and whether"
+    " it must run (required). A constraint is one of eq, in, glob, regex, lte, gte, type,"
+    " maxLength, subpath (a path under a directory), url (schemes, hosts, pathPrefix,"
+    " ports), cidr (IP networks) or argv (a command's programs and arguments), and"
+    " additionalArgs false on a step blocks any argument it does not pin. Give a step an"
+    " id so that others can run after it (after: the ids of steps that must complete"
+    " first) and budgets can cap an argument's total over its calls (id, arg, the step"
+    " ids, max). A call that no step allows is blocked. Once any tool has returned a"
+    " result, no new plan can be declared in this session, so plan everything first."
 )
 
 
 def declare_plan_parameters() -> dict[str, Any]:
-    """The tool's JSON Schema: the plan schema without the ``$schema`` marker, which some
-    tool-calling APIs refuse in a parameters object."""
-    schema = plan_json_schema()
+    """The tool's JSON Schema: version 2's plan schema without the ``$schema`` marker,
+    which some tool-calling APIs refuse in a parameters object."""
+    schema = plan_json_schema(version=2)
     schema.pop("$schema", None)
     return schema
 
@@ -80,7 +87,7 @@ def mcp_tool() -> dict[str, Any]:
         "name": DECLARE_PLAN_TOOL,
         "title": "Declare plan",
         "description": DECLARE_PLAN_DESCRIPTION,
-        "inputSchema": plan_json_schema(),
+        "inputSchema": plan_json_schema(version=2),
         "annotations": {"readOnlyHint": False, "destructiveHint": False, "openWorldHint": True},
     }
 

@@ -4,13 +4,16 @@ validated with paths; version-1 documents keep meaning and refusing what they di
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
-from guard.errors import DocumentInvalid
+from guard import cli
+from guard.constraints import OPERATORS
+from guard.errors import DocumentInvalid, index_path, key_path
 from guard.plan import (
     DEFAULT_MAX_CALLS,
     MAX_AFTER,
@@ -22,7 +25,7 @@ from guard.plan import (
     validate_plan,
 )
 
-from .strategies import args_objects, document_characters, emails, tool_names
+from .strategies_v2 import v2_plan_pairs
 
 BASE: dict[str, Any] = {"version": 2, "goal": "Refund the order", "user": "alice@acme.dev"}
 
@@ -402,64 +405,7 @@ def test_a_version_1_plan_with_a_version_2_operator_is_refused_as_before(
 # --- properties --------------------------------------------------------------------------
 
 
-@st.composite
-def v2_plans(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A valid version-2 plan twice: with optional fields left out where the draw says so,
-    and with every default written."""
-    count = draw(st.integers(min_value=1, max_value=6))
-    has_id = [draw(st.booleans()) for _ in range(count)]
-    ids = [f"s{index}" if has_id[index] else None for index in range(count)]
-    sparse_steps, full_steps = [], []
-    for index in range(count):
-        earlier = [name for name in ids[:index] if name is not None]
-        step: dict[str, Any] = {"tool": draw(tool_names)}
-        full: dict[str, Any] = {"tool": step["tool"]}
-        if ids[index] is not None:
-            step["id"] = full["id"] = ids[index]
-        for key, default, strategy in (
-            ("args", {}, args_objects),
-            ("maxCalls", DEFAULT_MAX_CALLS, st.integers(min_value=1, max_value=1_000_000)),
-            ("required", False, st.booleans()),
-            ("after", [], st.lists(st.sampled_from(earlier), unique=True) if earlier else None),
-            ("additionalArgs", True, st.booleans()),
-        ):
-            if strategy is not None and draw(st.booleans()):
-                step[key] = full[key] = draw(strategy)
-            else:
-                full[key] = copy.deepcopy(default)
-        sparse_steps.append(step)
-        full_steps.append(full)
-    named = [name for name in ids if name is not None]
-    budgets: list[dict[str, Any]] = []
-    if named:
-        budgets = draw(
-            st.lists(
-                st.fixed_dictionaries(
-                    {
-                        "arg": st.sampled_from(["amount", "n"]),
-                        "steps": st.lists(st.sampled_from(named), min_size=1, unique=True),
-                        "max": st.integers(min_value=1, max_value=10**6)
-                        | st.floats(min_value=0.01, max_value=1e6),
-                    }
-                ),
-                max_size=3,
-            )
-        )
-        for index, budget in enumerate(budgets):
-            budget["id"] = f"b{index}"
-    head = {
-        "version": 2,
-        "goal": draw(st.text(document_characters, min_size=1, max_size=20).filter(str.strip)),
-        "user": draw(emails),
-    }
-    sparse: dict[str, Any] = {**head, "steps": sparse_steps}
-    write_budgets: bool = draw(st.booleans())
-    if budgets or write_budgets:
-        sparse["budgets"] = budgets
-    return sparse, {**head, "steps": full_steps, "budgets": copy.deepcopy(budgets)}
-
-
-@given(v2_plans())
+@given(v2_plan_pairs())
 def test_defaults_left_out_and_written_hash_alike(pair: tuple[dict[str, Any], ...]) -> None:
     sparse, full = pair
 
@@ -467,7 +413,7 @@ def test_defaults_left_out_and_written_hash_alike(pair: tuple[dict[str, Any], ..
     assert plan_hash(validate_plan(sparse)) == plan_hash(validate_plan(full))
 
 
-@given(v2_plans())
+@given(v2_plan_pairs())
 def test_validation_is_idempotent(pair: tuple[dict[str, Any], ...]) -> None:
     normalized = validate_plan(pair[0])
 
@@ -475,7 +421,7 @@ def test_validation_is_idempotent(pair: tuple[dict[str, Any], ...]) -> None:
     assert plan_hash(validate_plan(normalized)) == plan_hash(normalized)
 
 
-@given(v2_plans())
+@given(v2_plan_pairs())
 def test_read_as_version_1_a_plan_is_refused_exactly_where_it_uses_version_2(
     pair: tuple[dict[str, Any], ...],
 ) -> None:
@@ -483,9 +429,16 @@ def test_read_as_version_1_a_plan_is_refused_exactly_where_it_uses_version_2(
     document["version"] = 1
     version_2_paths = {"budgets"} if "budgets" in document else set()
     for index, step in enumerate(document["steps"]):
+        step_path = index_path("steps", index)
         version_2_paths |= {
-            f"steps[{index}].{key}" for key in ("id", "after", "additionalArgs") if key in step
+            key_path(step_path, key) for key in ("id", "after", "additionalArgs") if key in step
         }
+        for name, constraint in step.get("args", {}).items():
+            version_2_paths |= {
+                key_path(key_path(key_path(step_path, "args"), name), operator)
+                for operator in constraint
+                if operator not in OPERATORS
+            }
 
     if version_2_paths:
         assert set(error_paths(document)) == version_2_paths
@@ -495,3 +448,39 @@ def test_read_as_version_1_a_plan_is_refused_exactly_where_it_uses_version_2(
             {key: value for key, value in step.items() if key not in ("after", "additionalArgs")}
             for step in steps
         ]
+
+
+# --- plangate validate -------------------------------------------------------------------
+
+
+def test_plangate_validate_accepts_a_version_2_plan(tmp_path: Path, capsys: Any) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(EXAMPLE), encoding="utf-8")
+
+    assert cli.main(["validate", str(path), "--json"]) == 0
+
+    assert json.loads(capsys.readouterr().out) == {
+        "valid": True,
+        "kind": "plan",
+        "hash": plan_hash(validate_plan(EXAMPLE)),
+    }
+
+
+def test_plangate_validate_prints_each_version_2_error_with_its_path(
+    tmp_path: Path, capsys: Any
+) -> None:
+    document = copy.deepcopy(EXAMPLE)
+    document["steps"][0]["after"] = ["pay", "write"]
+    document["budgets"][0]["steps"] = ["refunds_pay"]
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+
+    assert cli.main(["validate", str(path)]) == 1
+
+    output = capsys.readouterr()
+    assert output.out.splitlines() == [
+        "plan.steps[0].after[1]: names no step id 'write'",
+        "plan.steps[2].after: forms a cycle: pay -> read -> pay",
+        "plan.budgets[0].steps[0]: names no step id 'refunds_pay'",
+    ]
+    assert output.err == f"invalid_plan: {path}: 3 errors\n"

@@ -17,7 +17,7 @@ from guard.agent.tools import (
 from guard.plan import plan_json_schema, validate_plan
 from tests.conftest import plan_document
 
-from .strategies import plans
+from .strategies_v2 import v2_plans
 
 
 def schema_of(style: str) -> dict:
@@ -34,14 +34,36 @@ def schema_of(style: str) -> dict:
 
 
 @pytest.mark.parametrize("style", ["openai", "anthropic", "mcp"])
-def test_each_style_carries_the_one_plan_schema(style):
+def test_each_style_carries_the_version_2_plan_schema_alone(style):
     schema = schema_of(style)
 
-    without_marker = {key: value for key, value in plan_json_schema().items() if key != "$schema"}
+    version_2 = plan_json_schema(version=2)
+    without_marker = {key: value for key, value in version_2.items() if key != "$schema"}
     assert {key: value for key, value in schema.items() if key != "$schema"} == without_marker
+    # One object at the root, as tool-calling APIs want: no oneOf of the versions.
     assert schema["type"] == "object"
+    assert "oneOf" not in schema
+    assert schema["properties"]["version"]["const"] == 2
     Draft202012Validator.check_schema(schema)
-    Draft202012Validator(schema).validate(plan_document())
+    Draft202012Validator(schema).validate(plan_document(version=2))
+    assert not Draft202012Validator(schema).is_valid(plan_document())
+
+
+def test_the_description_names_what_version_2_adds():
+    for tool in (openai_tool()["function"], anthropic_tool(), mcp_tool()):
+        for word in (
+            "type",
+            "maxLength",
+            "subpath",
+            "url",
+            "cidr",
+            "argv",
+            "additionalArgs",
+            "id",
+            "after",
+            "budgets",
+        ):
+            assert word in tool["description"].replace(",", " ").split(), word
 
 
 def test_the_description_tells_the_model_to_plan_before_reading_output():
@@ -70,7 +92,7 @@ def test_an_unknown_style_is_refused():
 
 # Half the profile: each example validates a plan against the JSON Schema, which is slow.
 @settings(max_examples=settings.default.max_examples // 2)
-@given(document=plans())
+@given(document=v2_plans())
 def test_plans_the_guard_accepts_satisfy_the_tool_schema(document):
     validate_plan(document)
 

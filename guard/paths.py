@@ -36,8 +36,9 @@ only the tool, resolving the real path (``os.path.realpath``, ``openat2`` with
 Deny rules read it fail-closed (guard.deny, docs/decisions/0016): a value is *provably
 outside* the base only when it passes every check above, both readings resolve, and both,
 compared the way a case-insensitive file system might (full case folding with compatibility
-normalisation, trailing dots and spaces trimmed, a Windows ``:stream`` suffix cut), lie
-outside the base so folded. Anything else matches the deny.
+normalisation, default-ignorable code points such as U+200C dropped, trailing dots and
+spaces trimmed, a Windows ``:stream`` suffix cut), lie outside the base so folded. Anything
+else matches the deny.
 
 The relation between two operands is exact: a step's base under a rule's base is inside, a
 rule's base strictly under the step's overlaps (the rule's base itself is a shared value,
@@ -80,6 +81,14 @@ _FORBIDDEN: Final = re.compile(r"[\x00-\x1f\x7f\\]|%[0-9A-Fa-f]{2}")
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 _PERCENT_ESCAPE: Final = re.compile(r"%[0-9A-Fa-f]{2}")
 _DOTS_AND_SPACES: Final = frozenset(". ")
+# Default-ignorable code points outside category Cf (Unicode's DerivedCoreProperties): the
+# combining grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian and other
+# variation selectors. HFS+ ignores such characters when it compares names.
+_IGNORABLE: Final = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u3164\uffa0"
+    + "".join(map(chr, range(0xFE00, 0xFE10)))
+    + "".join(map(chr, range(0xE0100, 0xE01F0)))
+)
 
 
 def _text(value: Any) -> str | None:
@@ -98,6 +107,8 @@ def _resolve(text: str) -> Segments | None:
     ``..`` pops the root, or when a segment is made of dots and spaces alone."""
     if not text.startswith("/"):
         return None
+    if "/." not in text and "//" not in text and "/ " not in text and text[-1] != "/":
+        return tuple(text[1:].split("/"))  # no segment to drop, pop or refuse
     segments: list[str] = []
     for segment in text.split("/"):
         if segment == "" or segment == ".":
@@ -138,19 +149,32 @@ def _base_segments(base: str) -> Segments:
 
 def _fold(segment: str) -> str:
     """A segment as a case-insensitive file system might compare it: compatibility caseless
-    matching (Unicode D146: NFKD(casefold(NFKD(casefold(NFD(x)))))), trailing dots and
-    spaces trimmed and a ``:stream`` suffix cut (Windows)."""
+    matching (Unicode D146: NFKD(casefold(NFKD(casefold(NFD(x)))))) without default-ignorable
+    code points (HFS+ ignores them: git's CVE-2014-9390), trailing dots and spaces trimmed
+    and a ``:stream`` suffix cut (Windows)."""
     if segment.isascii():
         folded = segment.lower()
     else:
         folded = unicodedata.normalize("NFD", segment).casefold()
         folded = unicodedata.normalize("NFKD", folded).casefold()
-        folded = unicodedata.normalize("NFKD", folded)
+        folded = "".join(
+            character
+            for character in unicodedata.normalize("NFKD", folded)
+            if character not in _IGNORABLE and unicodedata.category(character) != "Cf"
+        )
     return folded.partition(":")[0].rstrip(". ")
 
 
 def _folded(segments: Segments) -> Segments:
     return tuple(_fold(segment) for segment in segments)
+
+
+def _folded_under(segments: Segments, folded_base: Segments) -> bool:
+    """Whether `segments`, folded, lie under `folded_base` (only its first segments fold)."""
+    if len(segments) < len(folded_base):
+        return False
+    prefix = zip(segments[: len(folded_base)], folded_base, strict=True)
+    return all(_fold(segment) == base for segment, base in prefix)
 
 
 def _under(segments: Segments, base: Segments) -> bool:
@@ -263,7 +287,9 @@ def compile_excluder(operand: Any) -> Callable[[Any], bool]:
             if readings is None:
                 return False
             raw, compatible = readings
-            return not _under(_folded(raw), base) and not _under(_folded(compatible), base)
+            if _folded_under(raw, base):
+                return False
+            return compatible is raw or not _folded_under(compatible, base)
         except Exception:  # never raise on a call argument: not provably outside
             return False
 

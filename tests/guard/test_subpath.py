@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from guard import paths
@@ -133,7 +133,6 @@ def test_a_normal_operand_is_valid_and_its_samples_satisfy_it(operand: str) -> N
     assert operand_errors("/" + "a" * (paths.MAX_BASE_LENGTH - 1)) == []
 
 
-@settings(max_examples=300)
 @given(st.text(st.sampled_from("/.a\uff0e\u2025\uff0f% 2e\\\x00"), max_size=10))
 def test_a_suggested_normal_form_is_valid_and_reads_the_same(operand: str) -> None:
     details = operand_errors(operand)
@@ -166,12 +165,17 @@ def test_the_matcher_never_raises_on_a_hostile_string() -> None:
 NAMES = ["a", "b", "src", "x.y", ".hidden", "..z"]
 plain_names = st.sampled_from(NAMES)
 bases = st.lists(plain_names, max_size=3)
-tokens = st.lists(st.sampled_from([*NAMES, ".", "..", ""]), max_size=8)
+# Segments of dots and spaces alone other than "." and "..", which Windows trims.
+TRIMMED = ["...", " ", ". ", ".. "]
+tokens = st.lists(st.sampled_from([*NAMES, ".", "..", "", *TRIMMED]), max_size=8)
 
 
 def oracle(tokens: list[str], base: list[str], leading: str) -> bool:
-    """Plainly: the value escapes when, reading left to right, more '..' than names have
-    been seen; otherwise posixpath.normpath (given one leading slash) is where it lands."""
+    """Plainly: a segment Windows trims is refused; the value escapes when, reading left to
+    right, more '..' than names have been seen; otherwise posixpath.normpath (given one
+    leading slash) is where it lands."""
+    if any(token in TRIMMED for token in tokens):
+        return False
     depth = 0
     for token in tokens:
         if token == "..":
@@ -187,7 +191,6 @@ def oracle(tokens: list[str], base: list[str], leading: str) -> bool:
     return landed == target or landed.startswith(target.rstrip("/") + "/")
 
 
-@settings(max_examples=500)
 @given(tokens, bases, st.sampled_from(["/", "//", "///"]))
 def test_the_matcher_agrees_with_the_oracle(
     tokens: list[str], base: list[str], leading: str
@@ -200,7 +203,6 @@ def test_the_matcher_agrees_with_the_oracle(
 DISGUISES = {".": ["\uff0e", "\u2024", "\ufe52"], "..": ["\u2025", "\uff0e\uff0e", ".\u2024"]}
 
 
-@settings(max_examples=500)
 @given(tokens, bases, st.data())
 def test_a_disguised_dot_segment_is_read_as_the_dot_segment(
     tokens: list[str], base: list[str], data: st.DataObject
@@ -226,7 +228,6 @@ wild_paths = st.text(
 )
 
 
-@settings(max_examples=500)
 @given(wild_paths, bases)
 def test_an_admitted_value_is_clean_and_under_the_base_in_both_readings(
     value: str, base: list[str]
@@ -244,7 +245,6 @@ def test_an_admitted_value_is_clean_and_under_the_base_in_both_readings(
     assert paths.compile_matcher("/")(value)
 
 
-@settings(max_examples=300)
 @given(wild_paths | st.none() | st.integers(), bases)
 def test_a_value_provably_outside_is_clean_and_outside_in_every_case(
     value: Any, base: list[str]
@@ -261,7 +261,13 @@ def test_a_value_provably_outside_is_clean_and_outside_in_every_case(
 
 # Segments whose spellings meet under case folding, compatibility forms, Windows trimming.
 BASE_SEGMENTS = ["a", "b", "A", "ab", "\u00df", "ss", "SS", "a.", "a:b", "\u00e9", "K"]
-VARIANTS = {"K": ["\u212a"], "\u00e9": ["e\u0301"], "a": ["\uff41"], "ss": ["\u1e9e"]}
+VARIANTS = {
+    "K": ["\u212a"],
+    "\u00e9": ["e\u0301"],
+    "a": ["\uff41"],
+    "ss": ["\u1e9e"],
+    "ab": ["a\u200cb", "a\ufe0fb"],
+}
 relation_bases = st.lists(st.sampled_from(BASE_SEGMENTS), max_size=3).map(
     lambda segments: "/" + "/".join(segments)
 )
@@ -292,7 +298,6 @@ def universe(step: str, rule: str) -> list[Any]:
     return [*sorted(values), None, 3, "relative", "/a/%2e%2e", "/a\\b"]
 
 
-@settings(max_examples=400)
 @given(relation_bases, relation_bases)
 def test_the_relation_agrees_with_brute_force(step: str, rule: str) -> None:
     assert operand_errors(step) == [] and operand_errors(rule) == []
@@ -310,7 +315,6 @@ def test_the_relation_agrees_with_brute_force(step: str, rule: str) -> None:
         assert shared and shared != admitted, (step, rule)
 
 
-@settings(max_examples=400)
 @given(relation_bases, relation_bases)
 def test_the_deny_relation_agrees_with_brute_force(step: str, rule: str) -> None:
     answer = paths.deny_relation(step, rule)

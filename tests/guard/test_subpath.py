@@ -145,6 +145,14 @@ def test_a_suggested_normal_form_is_valid_and_reads_the_same(operand: str) -> No
         assert paths.compile_matcher(normal)(unicodedata.normalize("NFKC", operand))
 
 
+def test_a_lone_surrogate_is_refused_and_never_provably_outside() -> None:
+    # Not in the corpus: a strict JSON parser refuses "\ud800" (json.loads accepts it).
+    value = "/srv/repo/src/a\ud800"
+    assert paths.compile_matcher(CORPUS_BASE)(value) is False
+    assert paths.compile_matcher("/")(value) is False
+    assert paths.compile_excluder("/etc")(value) is False
+
+
 def test_the_matcher_never_raises_on_a_hostile_string() -> None:
     class Hostile(str):
         def split(self, *args: object, **kwargs: object) -> list[str]:

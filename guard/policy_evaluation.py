@@ -318,11 +318,11 @@ class ArgumentRelation:
     budget: float | None = None
 
 
-Relate = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], Relation]
+_Relate = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], Relation]
 
 
 def _interval_relation(
-    low: float, high: float, rule: Mapping[str, Any], relate: Relate
+    low: float, high: float, rule: Mapping[str, Any], relate: _Relate
 ) -> Relation:
     """`relate` for the numbers from ``low`` to ``high`` (``low < high``): a subset of the
     numbers at least ``low`` and of those at most ``high``, so inside when one of them is,
@@ -347,7 +347,7 @@ def _interval_relation(
 
 
 def _budgeted_relation(
-    step: Mapping[str, Any] | None, budget: float, rule: Mapping[str, Any], relate: Relate
+    step: Mapping[str, Any] | None, budget: float, rule: Mapping[str, Any], relate: _Relate
 ) -> Relation:
     """`relate` for a budgeted argument: a number from 0 to ``budget`` (the guard blocks
     a missing, non-numeric or negative amount, and one past the budget), satisfying the

@@ -24,7 +24,9 @@ A value satisfies it when it is a string that
   ``/repos/acme`` admit ``/repos/acme`` and everything below it, never ``/repos/acme-x``),
   after the parser resolved ``.``/``..`` segments, ``%2e`` spellings included; a pathname
   still holding ``%2e``, ``%2f``, ``%5c`` or ``%25`` (any case) is refused, since a server
-  that decodes would read another path.
+  that decodes would read another path, and so is one whose escapes are not UTF-8 (overlong
+  ``%c0%ae`` is ``.`` to lax decoders), holding IIS's ``%u002e`` or a ``..;`` segment (``..``
+  to Tomcat).
 
 Query and fragment are free. Host entries are lowercase A-label names (``*.`` entries too)
 or IP literals as the parser writes them (``127.0.0.1``, ``[2001:db8::1]``); validation
@@ -32,9 +34,12 @@ refuses any other spelling and names the normal form, ``ada_url.idna_to_ascii``'
 
 Deny rules read the operand fail-closed (`compile_excluder`): a value is provably outside
 only when it passes the same raw checks, parses without userinfo and then fails the scheme,
-host, port or path test. The path test is then made against every reading a server might
-make (percent-decoded up to three times, backslashes as slashes, dot segments resolved,
-runs of slashes collapsed) and casefolded: one reading under the prefix and the deny holds.
+host, port or path test. The host test drops every trailing dot, and an IP host also meets
+an entry embedding the same IPv4 address (``[::ffff:7f00:1]`` is ``127.0.0.1`` to a
+dual-stack client). The path test is made against every reading a server might make
+(percent-decoded up to three times, cut at a NUL, without ``;`` parameters, backslashes as
+slashes, dot segments resolved, runs of slashes collapsed), casefolded: one reading under the
+prefix and the deny holds; a path the matcher refuses for its escapes is never outside.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_to_bytes
 
 import ada_url
 
@@ -90,6 +95,9 @@ _AUTHORITY_END: Final = re.compile(r"[/?#]")
 # Escapes the parser keeps in a pathname that a decoding server reads as `.`, `/`, `\`
 # or a second round of escapes.
 _ENCODED_SEPARATOR: Final = re.compile(r"%(?:2e|2f|5c|25)", re.IGNORECASE)
+# Spellings some servers decode although the standard leaves them alone: IIS's `%u002e`, and
+# `..;/`, which Tomcat and the Java servers behind it read as `../` (a path parameter).
+_SERVER_DOT_SPELLING: Final = re.compile(r"%u[0-9a-f]{4}|(?:^|/)\.\.?;", re.IGNORECASE)
 _LABEL: Final = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?")
 _IP_HOST_TYPES: Final = (ada_url.HostType.IPV4, ada_url.HostType.IPV6)
 _PARSED_ATTRIBUTES: Final = ("username", "password", "protocol", "hostname", "host_type", "port")
@@ -264,10 +272,9 @@ def _check_path_prefix(value: object, path: str, errors: list[FieldError]) -> No
     if not value.startswith("/"):
         errors.append(FieldError(path, "must start with '/'"))
         return
-    if _ENCODED_SEPARATOR.search(value):
-        errors.append(
-            FieldError(path, "must not hold %2e, %2f, %5c or %25: no admitted URL holds them")
-        )
+    problem = _path_problem(value)
+    if problem is not None:
+        errors.append(FieldError(path, f"{problem}: no admitted URL does"))
         return
     try:
         pathname = str(ada_url.parse_url(f"http://h{value}", attributes=("pathname",))["pathname"])
@@ -356,6 +363,7 @@ class _Shape:
     suffixes: tuple[str, ...]  # ".acme.dev" for "*.acme.dev"
     ports: frozenset[int]
     prefix: str  # the pathPrefix less one trailing slash; "/" for none
+    ip_aliases: frozenset[str]  # the IP entries and the IPv4 addresses they embed
 
     @classmethod
     def of(cls, operand: Mapping[str, Any]) -> _Shape:
@@ -366,6 +374,9 @@ class _Shape:
             suffixes=tuple(host[1:] for host in hosts if host.startswith("*.")),
             ports=frozenset(operand.get("ports", ())),
             prefix=_strip_slash(operand.get("pathPrefix", "/")),
+            ip_aliases=frozenset(
+                alias for host in hosts if _is_ip_literal(host) for alias in _ip_aliases(host)
+            ),
         )
 
     def admits_host(self, host: str, is_ip: bool) -> bool:
@@ -375,6 +386,14 @@ class _Shape:
         if is_ip or not host or "" in host.split("."):
             return False
         return any(host.endswith(suffix) and len(host) > len(suffix) for suffix in self.suffixes)
+
+    def admits_host_aliased(self, host: str, is_ip: bool) -> bool:
+        """`admits_host`, where an IP host also meets an entry that embeds the same IPv4
+        address or that it embeds (``[::ffff:7f00:1]`` reaches ``127.0.0.1``): the deny
+        reading, since a dual-stack client connects to the embedded address."""
+        if self.admits_host(host, is_ip):
+            return True
+        return is_ip and not _ip_aliases(host).isdisjoint(self.ip_aliases)
 
     def admits_port(self, port: int | None) -> bool:
         return port is None or port in self.ports
@@ -406,9 +425,25 @@ def compile_matcher(operand: Any) -> Callable[[Any], bool]:
         if not shape.admits_host(host, reading.is_ip) or not shape.admits_port(reading.port):
             return False
         pathname = reading.pathname
-        return not _ENCODED_SEPARATOR.search(pathname) and _under(pathname, shape.prefix)
+        return _under(pathname, shape.prefix) and _path_problem(pathname) is None
 
     return matches
+
+
+def _path_problem(pathname: str) -> str | None:
+    """Why a decoding server might read `pathname` as another path, or None."""
+    if "%" not in pathname and ";" not in pathname:
+        return None
+    if _ENCODED_SEPARATOR.search(pathname):
+        return "holds %2e, %2f, %5c or %25"
+    if _SERVER_DOT_SPELLING.search(pathname):
+        return "holds %u escapes or a '.;' or '..;' segment"
+    try:
+        unquote_to_bytes(pathname).decode("utf-8")
+    except UnicodeDecodeError:
+        # Overlong forms such as %c0%ae are '.' to decoders that accept them.
+        return "holds percent-escapes that are not UTF-8"
+    return None
 
 
 def compile_excluder(operand: Any) -> Callable[[Any], bool]:
@@ -425,10 +460,12 @@ def compile_excluder(operand: Any) -> Callable[[Any], bool]:
                 return False
             if reading.scheme not in shape.schemes or not shape.admits_port(reading.port):
                 return True
+            # Every trailing dot goes (a resolver may drop them); an empty label proves nothing.
             host = reading.hostname.rstrip(".")
-            if host and "" not in host.split(".") and not shape.admits_host(host, reading.is_ip):
+            readable = bool(host) and "" not in host.split(".")
+            if readable and not shape.admits_host_aliased(host, reading.is_ip):
                 return True
-            if prefixes is None:
+            if prefixes is None or _path_problem(reading.pathname) is not None:
                 return False
             return not any(
                 _under(candidate, prefix)
@@ -443,14 +480,21 @@ def compile_excluder(operand: Any) -> Callable[[Any], bool]:
 
 def _path_readings(pathname: str) -> frozenset[str]:
     """Every reading of `pathname` a server might make, casefolded: as written and decoded
-    up to three times, each also with backslashes as slashes, dot segments resolved and
-    empty segments dropped. Each ends without a slash but for "/"."""
+    up to three times, each also cut at a NUL, without path parameters (`;x=1`), and with
+    backslashes as slashes, dot segments resolved and empty segments dropped. Each ends
+    without a slash but for "/"."""
     spellings = [pathname]
     for _ in range(_PATH_DECODINGS):
         decoded = unquote(spellings[-1], errors="replace")
         if decoded == spellings[-1]:
             break
         spellings.append(decoded)
+    for spelling in list(spellings):
+        if "\x00" in spelling:
+            spellings.append(spelling.partition("\x00")[0])
+    for spelling in list(spellings):
+        if ";" in spelling:
+            spellings.append("/".join(part.partition(";")[0] for part in spelling.split("/")))
     readings: set[str] = set()
     for spelling in spellings:
         readings.add(_strip_slash(spelling).casefold())
@@ -477,7 +521,8 @@ def _resolve(path: str) -> str:
 def relation(step: Any, rule: Any) -> Relation:
     """The values `step` admits against the values `rule` admits (validated operands)."""
     step_shape, rule_shape = _Shape.of(step), _Shape.of(rule)
-    return _combine(step_shape, rule_shape, _prefix_relation(step_shape.prefix, rule_shape.prefix))
+    path = _prefix_relation(step_shape.prefix, rule_shape.prefix)
+    return _combine(step_shape, rule_shape, path, aliased=False)
 
 
 def deny_relation(step: Any, rule: Any) -> Relation:
@@ -490,7 +535,7 @@ def deny_relation(step: Any, rule: Any) -> Relation:
         path = _readings_relation(
             _path_readings(step_shape.prefix), _path_readings(rule_shape.prefix)
         )
-    return _combine(step_shape, rule_shape, path)
+    return _combine(step_shape, rule_shape, path, aliased=True)
 
 
 def _prefix_relation(step: str, rule: str) -> Relation:
@@ -513,32 +558,34 @@ def _readings_relation(step: Iterable[str], rule: frozenset[str]) -> Relation:
     return "disjoint"
 
 
-def _combine(step: _Shape, rule: _Shape, path: Relation) -> Relation:
+def _combine(step: _Shape, rule: _Shape, path: Relation, *, aliased: bool) -> Relation:
     """A URL's scheme, host, port and path vary independently (the port's default with the
     scheme): the sets are products, inside when every dimension is, disjoint when one is.
     Both sides admit the default port of every scheme they share, so ports never part them."""
     common = step.schemes & rule.schemes
-    if not common or path == "disjoint" or not _hosts_meet(step, rule):
+    if not common or path == "disjoint" or not _hosts_meet(step, rule, aliased=aliased):
         return "disjoint"
     inside = (
         path == "inside"
         and step.schemes <= rule.schemes
-        and _hosts_inside(step, rule)
+        and _hosts_inside(step, rule, aliased=aliased)
         and all(step.effective_ports(scheme) <= rule.effective_ports(scheme) for scheme in common)
     )
     return "inside" if inside else "overlapping"
 
 
-def _hosts_inside(step: _Shape, rule: _Shape) -> bool:
+def _hosts_inside(step: _Shape, rule: _Shape, *, aliased: bool) -> bool:
     # A '*.' entry admits infinitely many names: only a '*.' entry of the rule whose suffix
     # ends its own covers it (no union of exact names does, nor of deeper wildcards).
-    if not all(rule.admits_host(host, _is_ip_literal(host)) for host in step.exact_hosts):
+    admits = rule.admits_host_aliased if aliased else rule.admits_host
+    if not all(admits(host, _is_ip_literal(host)) for host in step.exact_hosts):
         return False
     return all(any(suffix.endswith(other) for other in rule.suffixes) for suffix in step.suffixes)
 
 
-def _hosts_meet(step: _Shape, rule: _Shape) -> bool:
-    if any(rule.admits_host(host, _is_ip_literal(host)) for host in step.exact_hosts):
+def _hosts_meet(step: _Shape, rule: _Shape, *, aliased: bool) -> bool:
+    admits = rule.admits_host_aliased if aliased else rule.admits_host
+    if any(admits(host, _is_ip_literal(host)) for host in step.exact_hosts):
         return True
     if any(step.admits_host(host, _is_ip_literal(host)) for host in rule.exact_hosts):
         return True
@@ -551,6 +598,26 @@ def _hosts_meet(step: _Shape, rule: _Shape) -> bool:
 
 def _is_ip_literal(host: str) -> bool:
     return host.startswith("[") or host.replace(".", "").isdigit()
+
+
+_NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
+_IPV4_COMPATIBLE: Final = ipaddress.IPv6Network("::/96")
+
+
+def _ip_aliases(host: str) -> frozenset[str]:
+    """An IP host as the parser writes it, with every IPv4 address its IPv6 form embeds:
+    IPv4-mapped, IPv4-compatible, NAT64 (64:ff9b::/96), 6to4 and Teredo."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return frozenset((host,))
+    aliases = {host}
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = [address.ipv4_mapped, address.sixtofour, *(address.teredo or ())]
+        if address in _NAT64 or (address in _IPV4_COMPATIBLE and int(address) > 1):
+            embedded.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+        aliases.update(str(ipv4) for ipv4 in embedded if ipv4 is not None)
+    return frozenset(aliases)
 
 
 # --- samples -----------------------------------------------------------------------------

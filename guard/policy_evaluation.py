@@ -43,6 +43,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
 from guard._document import is_number, key_path
@@ -118,18 +119,30 @@ class _Cover(NamedTuple):
 
 class _StepShape(NamedTuple):
     """What a plan step lets a call pass: its pinned ``args``, whether it is closed
-    (``additionalArgs`` false: no other argument), and the budgets over its arguments."""
+    (``additionalArgs`` false: no other argument), the budgets over its arguments, and
+    their ``max`` alone (`ceilings`, as the relations read them)."""
 
     args: Mapping[str, Any]
     closed: bool
     budgets: Mapping[str, _Cover]
+    ceilings: Mapping[str, float]
 
-    def ceilings(self) -> dict[str, float]:
-        return {name: cover.most for name, cover in self.budgets.items()}
+
+_NO_BUDGETS: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
 def _step_shapes(plan: Mapping[str, Any]) -> list[_StepShape]:
     """Each step's `_StepShape`, in order; a version-1 plan's steps are open, unbudgeted."""
+    if not plan.get("budgets"):
+        return [
+            _StepShape(
+                step.get("args") or {},
+                step.get("additionalArgs", True) is False,
+                _NO_BUDGETS,
+                _NO_BUDGETS,
+            )
+            for step in plan["steps"]
+        ]
     covers: dict[str, dict[str, _Cover]] = {}
     for budget in plan.get("budgets", ()):
         for step_id in budget["steps"]:
@@ -137,15 +150,18 @@ def _step_shapes(plan: Mapping[str, Any]) -> list[_StepShape]:
             known = by_argument.get(budget["arg"])
             if known is None or budget["max"] < known.most:
                 by_argument[budget["arg"]] = _Cover(budget["max"], budget["id"])
-    empty: dict[str, _Cover] = {}
-    return [
-        _StepShape(
-            step.get("args") or {},
-            step.get("additionalArgs", True) is False,
-            covers.get(step["id"], empty) if "id" in step else empty,
+    shapes = []
+    for step in plan["steps"]:
+        budgets = covers.get(step["id"], {}) if "id" in step else {}
+        shapes.append(
+            _StepShape(
+                step.get("args") or {},
+                step.get("additionalArgs", True) is False,
+                budgets,
+                {name: cover.most for name, cover in budgets.items()},
+            )
         )
-        for step in plan["steps"]
-    ]
+    return shapes
 
 
 def step_alone(plan: Mapping[str, Any], index: int) -> dict[str, Any]:
@@ -416,9 +432,15 @@ def step_rule_relation(
     rule_args = rule_args or {}
     found: list[ArgumentRelation] = []
     for name, constraint in rule_args.items():
-        entry = _allow_argument(name, step_args.get(name), constraint, closed, budgets.get(name))
-        if entry.relation is not Relation.INSIDE:
-            found.append(entry)
+        step_constraint = step_args.get(name)
+        if name in budgets or (closed and step_constraint is None):
+            entry = _allow_argument(name, step_constraint, constraint, closed, budgets.get(name))
+            if entry.relation is not Relation.INSIDE:
+                found.append(entry)
+            continue
+        relation = constraint_relation(step_constraint, constraint)
+        if relation is not Relation.INSIDE:
+            found.append(ArgumentRelation(name, step_constraint, constraint, relation))
     if rule_closed:
         unnamed = [name for name in dict.fromkeys([*step_args, *budgets]) if name not in rule_args]
         for name in unnamed:
@@ -587,7 +609,7 @@ def _inside_deny(
     for rule in concerned:
         if rule.deny and rule.pinned:
             relation, arguments = step_deny_relation(
-                shape.args, rule.pinned, closed=shape.closed, budgets=shape.ceilings()
+                shape.args, rule.pinned, closed=shape.closed, budgets=shape.ceilings
             )
             if relation is Relation.INSIDE:
                 return _inside_deny_denial(step_index, tool, rule, arguments)
@@ -600,7 +622,7 @@ def _rule_relation(shape: _StepShape, rule: _Rule) -> tuple[Relation, tuple[Argu
         shape.args,
         rule.pinned,
         closed=shape.closed,
-        budgets=shape.ceilings(),
+        budgets=shape.ceilings,
         rule_closed=rule.closed,
     )
 
@@ -943,7 +965,7 @@ def plan_argument_warnings(
                 assert rule.pinned is not None
                 shape = shapes[step_index]
                 relation, arguments = step_deny_relation(
-                    shape.args, rule.pinned, closed=shape.closed, budgets=shape.ceilings()
+                    shape.args, rule.pinned, closed=shape.closed, budgets=shape.ceilings
                 )
                 if relation in (Relation.OVERLAPPING, Relation.UNDECIDABLE):
                     warnings.append(_deny_warning(step_index, tool, rule, relation, arguments))

@@ -23,31 +23,34 @@ from guard.budgets import (
 )
 from guard.decisions import Decision
 from guard.offline import SIMULATED_PLAN_ID, simulated_token
+from guard.plan import validate_plan
 from guard.policy import validate_policy
 
 POLICY = validate_policy({"version": 1, "default": "allow", "rules": []})
 
 
 def refund_plan(maximum: float, *, max_calls: int = 1000, **step: Any) -> dict[str, Any]:
-    """A normalised version-2 plan: `refund` steps whose `amount` a budget sums."""
-    return {
-        "version": 2,
-        "goal": "Refund customers",
-        "user": "alice@acme.dev",
-        "steps": [
-            {
-                "tool": "refund",
-                "args": {},
-                "maxCalls": max_calls,
-                "required": False,
-                "after": [],
-                "additionalArgs": True,
-                "id": "refund",
-                **step,
-            },
-        ],
-        "budgets": [{"id": "refunds", "arg": "amount", "steps": ["refund"], "max": maximum}],
-    }
+    """A version-2 plan: `refund` steps whose `amount` a budget sums."""
+    return validate_plan(
+        {
+            "version": 2,
+            "goal": "Refund customers",
+            "user": "alice@acme.dev",
+            "steps": [
+                {
+                    "tool": "refund",
+                    "args": {},
+                    "maxCalls": max_calls,
+                    "required": False,
+                    "after": [],
+                    "additionalArgs": True,
+                    "id": "refund",
+                    **step,
+                },
+            ],
+            "budgets": [{"id": "refunds", "arg": "amount", "steps": ["refund"], "max": maximum}],
+        }
+    )
 
 
 def plan_state(plan: dict[str, Any]) -> PlanState:
@@ -122,14 +125,14 @@ def test_amounts_like_0_1_and_0_2_fill_a_max_of_0_3_exactly() -> None:
 
 
 def test_a_sum_that_cannot_be_kept_exactly_blocks_the_call() -> None:
-    state, decide = plan_state(refund_plan(1e301)), decider().decide
+    state, decide = plan_state(refund_plan(2**53 - 1)), decider().decide
 
-    assert decide(state, "refund", {"amount": 1e300}, 0.0).allowed
-    blocked = decide(state, "refund", {"amount": 0.5}, 0.0)
+    assert decide(state, "refund", {"amount": 9 * 10**15}, 0.0).allowed
+    blocked = decide(state, "refund", {"amount": 1e-50}, 0.0)  # 67 significant digits
 
     assert blocked.code is Decision.BUDGET_EXCEEDED
     assert "exactly" in blocked.reason
-    assert state.budget_totals == [Decimal("1E+300")]
+    assert state.budget_totals == [9 * 10**15]
 
 
 def test_ints_stay_ints_until_a_float_amount_is_counted() -> None:

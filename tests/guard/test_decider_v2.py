@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import threading
+from fractions import Fraction
 from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from guard.agent.decider import Decider
 from guard.agent.session import PlanState
@@ -43,14 +47,17 @@ def step(tool: str, step_id: str | None = None, **fields: Any) -> dict[str, Any]
 
 
 def plan(*steps: dict[str, Any], budgets: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """A normalised version-2 plan."""
-    return {
+    """A version-2 plan, validated (its steps are written normalised already)."""
+    document = {
         "version": 2,
         "goal": "Refund a customer",
         "user": "alice@acme.dev",
         "steps": list(steps),
         "budgets": budgets or [],
     }
+    validated = validate_plan(document)
+    assert validated == document
+    return validated
 
 
 def plan_state(document: dict[str, Any], policy: dict[str, Any] = ALLOW) -> PlanState:
@@ -389,3 +396,141 @@ def test_plangate_test_runs_a_cases_before_calls_in_order(tmp_path, capsys) -> N
 
     report = json.loads(capsys.readouterr().out)
     assert (code, report["passed"], report["failed"]) == (0, 3, 0), report
+
+
+# --- against a plainly written oracle -------------------------------------------------------
+
+
+@st.composite
+def small_plans(draw: st.DrawFn) -> dict[str, Any]:
+    """Version-2 plans over two tools and a few values, so that calls often match."""
+    count = draw(st.integers(min_value=1, max_value=5))
+    steps = []
+    for index in range(count):
+        earlier = [f"s{other}" for other in range(index)]
+        steps.append(
+            step(
+                draw(st.sampled_from(["read", "pay"])),
+                f"s{index}",
+                args=draw(st.sampled_from([{}, {"to": {"in": ["x", "y"]}}, {"to": {"eq": "y"}}])),
+                maxCalls=draw(st.integers(min_value=1, max_value=3)),
+                after=draw(st.lists(st.sampled_from(earlier), unique=True)) if earlier else [],
+                additionalArgs=draw(st.booleans()),
+            )
+        )
+    budgets = draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {
+                    "arg": st.just("amount"),
+                    "steps": st.lists(
+                        st.sampled_from([f"s{index}" for index in range(count)]),
+                        min_size=1,
+                        unique=True,
+                    ),
+                    "max": st.sampled_from([1, 2.5, 0.3, 10]),
+                }
+            ),
+            max_size=2,
+        )
+    )
+    for index, budget in enumerate(budgets):
+        budget["id"] = f"b{index}"
+    return plan(*steps, budgets=budgets)
+
+
+calls = st.tuples(
+    st.sampled_from(["read", "pay"]),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "to": st.sampled_from(["x", "y", "z"]),
+            "amount": st.sampled_from([0, 0.1, 0.2, 1, 2, -1, True, "1"]),
+            "memo": st.just("hi"),
+        },
+    ),
+    st.booleans(),  # whether the tool returns (completes its step) when allowed
+)
+
+
+def reference_decision(
+    document: dict[str, Any],
+    used: list[int],
+    completed: set[str],
+    totals: dict[str, Fraction],
+    tool: str,
+    args: dict[str, Any],
+) -> tuple[str, int | None]:
+    """0066 sections 4 and 5, read literally: (code, step)."""
+    steps = document["steps"]
+    covering = [[b for b in document["budgets"] if s["id"] in b["steps"]] for s in steps]
+
+    def is_amount(value: Any) -> bool:
+        return type(value) in (int, float) and value >= 0
+
+    def pinned(constraint: dict[str, Any], value: Any) -> bool:
+        return value == constraint["eq"] if "eq" in constraint else value in constraint["in"]
+
+    def matches(index: int) -> bool:
+        return (
+            steps[index]["tool"] == tool
+            and all(
+                name in args and pinned(constraint, args[name])
+                for name, constraint in steps[index]["args"].items()
+            )
+            and all(is_amount(args.get(budget["arg"])) for budget in covering[index])
+        )
+
+    def failure(index: int) -> str | None:
+        current = steps[index]
+        named = set(current["args"]) | {budget["arg"] for budget in covering[index]}
+        if not current["additionalArgs"] and set(args) - named:
+            return "unexpected_argument"
+        if not set(current["after"]) <= completed:
+            return "out_of_order"
+        if used[index] >= current["maxCalls"]:
+            return "max_calls_exceeded"
+        for budget in covering[index]:
+            amount = Fraction(repr(args[budget["arg"]]))
+            if totals[budget["id"]] + amount > Fraction(repr(budget["max"])):
+                return "budget_exceeded"
+        return None
+
+    matching = [index for index in range(len(steps)) if matches(index)]
+    if not matching:
+        return "not_in_plan", None
+    for index in matching:
+        if failure(index) is None:
+            return "allowed", index
+    return str(failure(matching[0])), matching[0]
+
+
+@given(document=small_plans(), sequence=st.lists(calls, max_size=25))
+def test_decisions_follow_a_plain_reading_of_the_decision(
+    document: dict[str, Any], sequence: list[tuple[str, dict[str, Any], bool]]
+) -> None:
+    session = Session(document)
+    used = [0] * len(document["steps"])
+    completed: set[str] = set()
+    totals = {budget["id"]: Fraction(0) for budget in document["budgets"]}
+
+    for tool, args, returns in sequence:
+        expected = reference_decision(document, used, completed, totals, tool, args)
+        decision = session.decide(tool, **args)
+        assert (decision.code.value, decision.step) == expected, decision.reason
+        if decision.allowed:
+            assert decision.step is not None
+            index = decision.step
+            used[index] += 1
+            step_id = document["steps"][index]["id"]
+            counted = {}
+            for budget in document["budgets"]:
+                if step_id in budget["steps"]:
+                    totals[budget["id"]] += Fraction(repr(args[budget["arg"]]))
+                    counted[budget["id"]] = args[budget["arg"]]
+            assert decision.amounts == (counted or None)
+            if returns:
+                session.complete(index)
+                completed.add(step_id)
+    assert session.state.used == used
+    assert [Fraction(str(total)) for total in session.state.budget_totals] == list(totals.values())

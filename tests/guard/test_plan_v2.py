@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from guard import cli
 from guard.constraints import OPERATORS
@@ -25,6 +26,7 @@ from guard.plan import (
     validate_plan,
 )
 
+from .strategies import wild_values
 from .strategies_v2 import v2_plan_pairs
 
 BASE: dict[str, Any] = {"version": 2, "goal": "Refund the order", "user": "alice@acme.dev"}
@@ -484,3 +486,41 @@ def test_plangate_validate_prints_each_version_2_error_with_its_path(
         "plan.budgets[0].steps[0]: names no step id 'refunds_pay'",
     ]
     assert output.err == f"invalid_plan: {path}: 3 errors\n"
+
+
+# --- garbage -----------------------------------------------------------------------------
+
+WILD_STEP_FIELDS = ["tool", "args", "maxCalls", "required", "id", "after", "additionalArgs", "x"]
+WILD_BUDGET_FIELDS = ["id", "arg", "steps", "max", "x"]
+
+
+@given(v2_plan_pairs(), st.data())
+def test_a_version_2_plan_with_any_field_replaced_by_garbage_only_raises_document_invalid(
+    pair: tuple[dict[str, Any], ...], data: st.DataObject
+) -> None:
+    document = copy.deepcopy(pair[0])
+    step = data.draw(st.sampled_from(document["steps"]))
+    step[data.draw(st.sampled_from(WILD_STEP_FIELDS))] = data.draw(wild_values)
+    if data.draw(st.booleans()):
+        step["after"] = data.draw(st.lists(wild_values | st.sampled_from(["s0", "s1"])))
+    budget = {"id": "b", "arg": "amount", "steps": ["s0"], "max": 1}
+    budget[data.draw(st.sampled_from(WILD_BUDGET_FIELDS))] = data.draw(wild_values)
+    document["budgets"] = [budget, data.draw(wild_values)]
+
+    try:
+        plan = validate_plan(document)
+    except DocumentInvalid as invalid:
+        assert all(error.path and error.detail for error in invalid.errors)
+    else:
+        assert validate_plan(plan) == plan
+        plan_hash(plan)
+
+
+@given(st.dictionaries(st.sampled_from(["goal", "user", "steps", "budgets", "x"]), wild_values))
+def test_a_version_2_document_of_garbage_only_raises_document_invalid(
+    document: dict[str, Any],
+) -> None:
+    with pytest.raises(DocumentInvalid) as caught:
+        validate_plan({**document, "version": 2})
+
+    assert all(error.path and error.detail for error in caught.value.errors)

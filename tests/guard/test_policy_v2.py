@@ -8,6 +8,7 @@ import itertools
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from jsonschema import Draft202012Validator
 from guard.constraints import compile_constraint
 from guard.eq_index import EqIndex
 from guard.errors import DocumentInvalid
+from guard.plan import validate_plan
 from guard.policy import policy_hash, policy_json_schema, validate_policy
 from guard.policy_evaluation import (
     POLICY_ARGUMENT_OVERLAPS,
@@ -34,9 +36,10 @@ from guard.policy_evaluation import (
     step_rule_relation,
 )
 from guard.policy_findings import ALLOW_SHADOWED, policy_findings
-from guard.relation import Relation
+from guard.relation import Relation, relation_budget
 
-from .strategies import wild_values
+from .strategies import constraints, wild_values
+from .strategies_v2 import shape_constraints, v2_plans
 
 # --- documents ----------------------------------------------------------------------------
 
@@ -806,6 +809,64 @@ def test_closed_and_budgeted_relations_hold_against_every_sampled_call(
         assert all(refused)
     if deny_relation is Relation.DISJOINT:
         assert not any(refused)
+
+
+@st.composite
+def plans_and_policies(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A validated version-2 plan, and a version-2 policy whose rules concern its tools and
+    constrain its arguments (closed or not, with maxSum or not)."""
+    plan_document = validate_plan(draw(v2_plans(max_steps=4)))
+    tools = sorted({step["tool"] for step in plan_document["steps"]})
+    names = sorted({name for step in plan_document["steps"] for name in step["args"]})
+    names += ["amount", "n"]
+    rules = []
+    for _ in range(draw(st.integers(0, 4))):
+        effect = draw(st.sampled_from(["allow", "deny", "review"]))
+        rule: dict[str, Any] = {
+            "effect": effect,
+            "tools": [draw(st.sampled_from([*tools, "*"]))],
+        }
+        args = draw(
+            st.dictionaries(
+                st.sampled_from(names),
+                constraints() | shape_constraints | st.sampled_from(AMOUNTS),
+                max_size=2,
+            )
+        )
+        if args:
+            rule["args"] = args
+        if effect != "deny" and draw(st.booleans()):
+            rule["additionalArgs"] = draw(st.booleans())
+        if effect != "deny" and draw(st.booleans()):
+            rule["maxSum"] = {"amount": draw(st.sampled_from([1, 500, 10**6]))}
+        rules.append(rule)
+    return plan_document, policy(*rules, default=draw(st.sampled_from(["allow", "deny"])))
+
+
+@settings(max_examples=150)
+@given(plans_and_policies())
+def test_each_step_alone_with_its_budgets_is_judged_as_in_its_plan(
+    drawn: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    plan_document, policy_document = drawn
+    # One budget of work large enough for every relation here: whole and alone alike.
+    with relation_budget(10**9):
+        whole = evaluate_plan(policy_document, plan_document, role=None, groups=())
+        whole_warnings = plan_argument_warnings(
+            policy_document, plan_document, role=None, groups=(), denials=whole
+        )
+        for index in range(len(plan_document["steps"])):
+            alone = step_alone(plan_document, index)
+            denied = evaluate_plan(policy_document, alone, role=None, groups=())
+            assert [replace(denial, step=index) for denial in denied] == [
+                denial for denial in whole if denial.step == index
+            ]
+            warned = plan_argument_warnings(
+                policy_document, alone, role=None, groups=(), denials=denied
+            )
+            assert [replace(warning, step=index) for warning in warned] == [
+                warning for warning in whole_warnings if warning.step == index
+            ]
 
 
 # --- plangate check -----------------------------------------------------------------------

@@ -48,6 +48,7 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final, NamedTuple
 from urllib.parse import unquote, unquote_to_bytes
 
@@ -361,6 +362,7 @@ class _Shape:
     schemes: frozenset[str]
     exact_hosts: frozenset[str]  # names and IP literals
     suffixes: tuple[str, ...]  # ".acme.dev" for "*.acme.dev"
+    suffix_set: frozenset[str]
     ports: frozenset[int]
     prefix: str  # the pathPrefix less one trailing slash; "/" for none
     ip_aliases: frozenset[str]  # the IP entries and the IPv4 addresses they embed
@@ -368,10 +370,12 @@ class _Shape:
     @classmethod
     def of(cls, operand: Mapping[str, Any]) -> _Shape:
         hosts = list(operand["host"])
+        suffixes = tuple(host[1:] for host in hosts if host.startswith("*."))
         return cls(
             schemes=frozenset(operand["scheme"]),
             exact_hosts=frozenset(host for host in hosts if not host.startswith("*.")),
-            suffixes=tuple(host[1:] for host in hosts if host.startswith("*.")),
+            suffixes=suffixes,
+            suffix_set=frozenset(suffixes),
             ports=frozenset(operand.get("ports", ())),
             prefix=_strip_slash(operand.get("pathPrefix", "/")),
             ip_aliases=frozenset(
@@ -383,9 +387,15 @@ class _Shape:
         """`host` has no trailing dot; an IP host only equals an IP entry."""
         if host in self.exact_hosts:
             return True
-        if is_ip or not host or "" in host.split("."):
+        if is_ip or not self.suffixes or host.startswith(".") or host.endswith(".") or ".." in host:
             return False
-        return any(host.endswith(suffix) and len(host) > len(suffix) for suffix in self.suffixes)
+        # Each parent of the host, from the longest: one set look-up per label.
+        dot = host.find(".")
+        while dot != -1:
+            if host[dot:] in self.suffix_set:
+                return True
+            dot = host.find(".", dot + 1)
+        return False
 
     def admits_host_aliased(self, host: str, is_ip: bool) -> bool:
         """`admits_host`, where an IP host also meets an entry that embeds the same IPv4
@@ -479,6 +489,12 @@ def compile_excluder(operand: Any) -> Callable[[Any], bool]:
 
 
 def _path_readings(pathname: str) -> frozenset[str]:
+    if len(pathname) > _MAX_REMEMBERED_LENGTH:
+        return _read_path(pathname)
+    return _remembered_path_readings(pathname)
+
+
+def _read_path(pathname: str) -> frozenset[str]:
     """Every reading of `pathname` a server might make, casefolded: as written and decoded
     up to three times, each also cut at a NUL, without path parameters (`;x=1`), and with
     backslashes as slashes, dot segments resolved and empty segments dropped. Each ends
@@ -500,6 +516,9 @@ def _path_readings(pathname: str) -> frozenset[str]:
         readings.add(_strip_slash(spelling).casefold())
         readings.add(_resolve(spelling.replace("\\", "/")).casefold())
     return frozenset(readings)
+
+
+_remembered_path_readings: Final = lru_cache(maxsize=MAX_REMEMBERED)(_read_path)
 
 
 def _resolve(path: str) -> str:

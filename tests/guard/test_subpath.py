@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from guard import paths
 from guard.errors import FieldError
+
+from .strategies import wild_values
 
 CORPUS = json.loads((Path(__file__).parent / "corpus" / "paths.json").read_text("utf-8"))
 CORPUS_BASE: str = CORPUS["base"]
@@ -143,6 +145,41 @@ def test_a_suggested_normal_form_is_valid_and_reads_the_same(operand: str) -> No
         normal = detail.rsplit("write ", 1)[1].strip("'")
         assert operand_errors(normal) == []
         assert paths.compile_matcher(normal)(unicodedata.normalize("NFKC", operand))
+
+
+# Mostly valid bases: segments of odd but allowed characters, joined by single slashes.
+operand_texts = st.lists(
+    st.text(
+        st.sampled_from([".", " ", "a", ":", "%", "~", "\u00e9", "\u00df", "\u0301"])
+        | st.characters(codec="utf-8", exclude_characters="/"),
+        min_size=1,
+        max_size=4,
+    ),
+    max_size=3,
+).map(lambda segments: "/" + "/".join(segments))
+
+
+@given(operand_texts)
+def test_a_valid_operand_admits_its_samples_and_relates_to_itself_as_inside(
+    operand: str,
+) -> None:
+    assume(operand_errors(operand) == [])
+    matches, excludes = paths.compile_matcher(operand), paths.compile_excluder(operand)
+    assert paths.samples(operand)
+    for sample in paths.samples(operand):
+        assert matches(sample) and not excludes(sample)
+    assert paths.relation(operand, operand) == "inside"
+    assert paths.deny_relation(operand, operand) == "inside"
+
+
+@given(wild_values, st.sampled_from(["/", "/srv/repo", "/caf\u00e9"]))
+def test_the_matcher_and_the_excluder_answer_a_boolean_for_any_value(
+    value: Any, operand: str
+) -> None:
+    matched = paths.compile_matcher(operand)(value)
+    excluded = paths.compile_excluder(operand)(value)
+    assert isinstance(matched, bool) and isinstance(excluded, bool)
+    assert not (matched and excluded)
 
 
 def test_a_lone_surrogate_is_refused_and_never_provably_outside() -> None:
@@ -308,6 +345,15 @@ def universe(step: str, rule: str) -> list[Any]:
 
 @given(relation_bases, relation_bases)
 def test_the_relation_agrees_with_brute_force(step: str, rule: str) -> None:
+    check_relation(step, rule)
+
+
+@given(relation_bases, relation_bases)
+def test_the_deny_relation_agrees_with_brute_force(step: str, rule: str) -> None:
+    check_deny_relation(step, rule)
+
+
+def check_relation(step: str, rule: str) -> None:
     assert operand_errors(step) == [] and operand_errors(rule) == []
     answer = paths.relation(step, rule)
     step_matches, rule_matches = paths.compile_matcher(step), paths.compile_matcher(rule)
@@ -323,8 +369,7 @@ def test_the_relation_agrees_with_brute_force(step: str, rule: str) -> None:
         assert shared and shared != admitted, (step, rule)
 
 
-@given(relation_bases, relation_bases)
-def test_the_deny_relation_agrees_with_brute_force(step: str, rule: str) -> None:
+def check_deny_relation(step: str, rule: str) -> None:
     answer = paths.deny_relation(step, rule)
     step_matches, excludes = paths.compile_matcher(step), paths.compile_excluder(rule)
     admitted = [value for value in universe(step, rule) if step_matches(value)]
@@ -336,6 +381,22 @@ def test_the_deny_relation_agrees_with_brute_force(step: str, rule: str) -> None
     else:
         assert answer == "overlapping"
         assert denied and denied != admitted, (step, rule)
+
+
+@given(operand_texts, operand_texts, st.integers(0, 3), st.booleans())
+def test_the_relations_agree_with_brute_force_for_unicode_bases(
+    first: str, second: str, cut: int, nested: bool
+) -> None:
+    """Bases of any characters, one often nested in the other: the witnesses the relations
+    rely on (a base followed by the other's extra segments) are admitted as claimed."""
+    assume(operand_errors(first) == [] and operand_errors(second) == [])
+    segments = first.split("/")[1:] if first != "/" else []
+    step = "/" + "/".join(segments[:cut]) if nested else first
+    rule = (first.rstrip("/") + second) if nested and second != "/" else second
+    assume(operand_errors(step) == [] and operand_errors(rule) == [])
+    for one, other in ((step, rule), (rule, step)):
+        check_relation(one, other)
+        check_deny_relation(one, other)
 
 
 @pytest.mark.parametrize(

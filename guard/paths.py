@@ -18,7 +18,8 @@ A value satisfies it when it is a string that
   the root. ``posixpath.normpath`` is not used: it keeps exactly two leading slashes
   (``//srv``) and silently drops ``..`` above the root (``/../etc`` becomes ``/etc``);
 * has no segment made of dots and spaces alone other than ``.`` and ``..`` (Windows trims
-  trailing dots and spaces from a segment, so ``.. `` or ``...`` may read as ``..``);
+  trailing dots and spaces from a segment, so ``.. `` or ``...`` may read as ``..``; a check
+  added to 0066's list, which only ever refuses more);
 * reads the same way once NFKC-normalised (``unicodedata.normalize("NFKC", value)`` turns
   U+2025 TWO DOT LEADER and two U+FF0E FULLWIDTH FULL STOP into ``..``, U+FF0F FULLWIDTH
   SOLIDUS into ``/``, U+FF05 into ``%``, U+FF3C into a backslash): every check above holds
@@ -30,8 +31,9 @@ A value satisfies it when it is a string that
 The check is lexical. It cannot see the file system: a symbolic link (or a hard link, a bind
 mount, a Windows junction or 8.3 short name) under the base can still lead out of it, and
 only the tool, resolving the real path (``os.path.realpath``, ``openat2`` with
-``RESOLVE_BENEATH``), can refuse that. A tool that transcodes names to a legacy code page
-(Windows "best fit") may read yet other characters as separators.
+``RESOLVE_BENEATH``), can refuse that; likewise a link outside a denied base may lead
+into it. A tool that transcodes names to a legacy code page (Windows "best fit") may read
+yet other characters as separators.
 
 Deny rules read it fail-closed (guard.deny, docs/decisions/0016): a value is *provably
 outside* the base only when it passes every check above, both readings resolve, and both,

@@ -208,7 +208,7 @@ def constraint_relation(step: Mapping[str, Any] | None, rule: Mapping[str, Any])
     return relation
 
 
-_REMEMBERED: dict[tuple[Hashable, Hashable], Relation] = {}
+_REMEMBERED: dict[tuple[Hashable, ...], Relation] = {}
 
 
 def _json_kind(value: Any) -> str:
@@ -330,19 +330,39 @@ def deny_relation(step: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> Re
             return _of_finite([not excludes(value) for value in values])
         if not _admitted_kinds(step_operator, step_operand) & leaves_out:
             return Relation.INSIDE
-        if operator in SHAPE_MODULES and operator == step_operator:
-            return _shape_relation(operator, step_operand, operand, deny=True)
-        if operator == "type":
-            return _deny_type(step, operand)
-        if operator in SHAPE_MODULES or step_operator == "argv":
-            if step_operator in _STRING_SHAPES and operator in _STRING_SHAPES:
-                # A value of one form never passes the other's checks, so the deny
-                # finds none of them outside it (docs/decisions/0066, section 3).
-                return Relation.INSIDE
-            return _deny_by_probes(step, rule)
+        if {step_operator, operator} <= {*_STRING_SHAPES} and operator != step_operator:
+            # A value of one form never passes the other's checks, so the deny finds
+            # none of them outside it (docs/decisions/0066, section 3).
+            return Relation.INSIDE
+        if operator == "type" or operator in SHAPE_MODULES or step_operator == "argv":
+            return _remember_deny(step, rule)
     except (TypeError, ValueError, LookupError, GlobSyntaxError, _Undecidable):
         return Relation.UNDECIDABLE  # not a validated constraint, or not decided
     return constraint_relation(step, rule)
+
+
+def _remember_deny(step: Mapping[str, Any], rule: Mapping[str, Any]) -> Relation:
+    """The deny rows decided by a shape module, by type or by sampled values, remembered
+    with the other relations (sampling a URL parses every sampled value)."""
+    key = ("deny", _key(step), _key(rule))
+    known = _REMEMBERED.get(key)
+    if known is not None:
+        return known
+    operator, operand = _operator(rule)
+    step_operator, step_operand = _operator(step)
+    try:
+        if operator in SHAPE_MODULES and operator == step_operator:
+            relation = _shape_relation(operator, step_operand, operand, deny=True)
+        elif operator == "type":
+            relation = _deny_type(step, operand)
+        else:
+            relation = _deny_by_probes(step, rule)
+    except _Undecidable:
+        relation = Relation.UNDECIDABLE
+    if len(_REMEMBERED) >= MAX_REMEMBERED:
+        _REMEMBERED.clear()
+    _REMEMBERED[key] = relation
+    return relation
 
 
 def _deny_type(step: Mapping[str, Any], expected: str) -> Relation:

@@ -88,7 +88,7 @@ _MAX_LABEL_LENGTH: Final = 63
 MAX_REMEMBERED: Final = 1_024
 _MAX_REMEMBERED_LENGTH: Final = 4_096
 
-_UNKNOWN_KEYS_ALLOWED: Final = ("scheme", "host", "pathPrefix", "ports")
+_OPERAND_KEYS: Final = ("scheme", "host", "pathPrefix", "ports")
 # C0 controls, space, DEL and backslash: the standard strips tabs and newlines and reads a
 # backslash as a slash in special URLs; a client that does neither reads another URL.
 _RAW_REFUSED: Final = re.compile(r"[\x00-\x20\x7f\\]")
@@ -101,7 +101,15 @@ _ENCODED_SEPARATOR: Final = re.compile(r"%(?:2e|2f|5c|25)", re.IGNORECASE)
 _SERVER_DOT_SPELLING: Final = re.compile(r"%u[0-9a-f]{4}|(?:^|/)\.\.?;", re.IGNORECASE)
 _LABEL: Final = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?")
 _IP_HOST_TYPES: Final = (ada_url.HostType.IPV4, ada_url.HostType.IPV6)
-_PARSED_ATTRIBUTES: Final = ("username", "password", "protocol", "hostname", "host_type", "port")
+_PARSED_ATTRIBUTES: Final = (
+    "username",
+    "password",
+    "protocol",
+    "hostname",
+    "host_type",
+    "port",
+    "pathname",
+)
 _PATH_DECODINGS: Final = 3
 _SAMPLE_LABEL: Final = "www"
 _MAX_SAMPLES: Final = 12
@@ -127,7 +135,7 @@ def check_operand(operand: object, path: str, errors: list[FieldError]) -> None:
     if not isinstance(operand, Mapping):
         errors.append(FieldError(path, f"must be an object, not {type_name(operand)}"))
         return
-    check_unknown_keys(operand, _UNKNOWN_KEYS_ALLOWED, path, errors)
+    check_unknown_keys(operand, _OPERAND_KEYS, path, errors)
     for required in ("scheme", "host"):
         if required not in operand:
             errors.append(FieldError(key_path(path, required), "is required"))
@@ -332,7 +340,7 @@ def _read_uncached(value: str) -> _Reading | None:
     if not authority or "@" in authority or "%" in authority:
         return None
     try:
-        parsed = ada_url.parse_url(value, attributes=(*_PARSED_ATTRIBUTES, "pathname"))
+        parsed = ada_url.parse_url(value, attributes=_PARSED_ATTRIBUTES)
     except (ValueError, UnicodeError):
         return None
     if parsed["username"] or parsed["password"]:

@@ -319,9 +319,7 @@ def deny_relation(step: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> Re
                 if every_text is Relation.INSIDE:
                     return Relation.INSIDE
             if operator in SHAPE_MODULES:
-                excludes = compile_exclusion(rule)
-                if not any(excludes(value) for value in _probes([rule])):
-                    return Relation.UNDECIDABLE  # perhaps no value is outside it
+                return _remember_deny(None, rule)
             return Relation.OVERLAPPING
         step_operator, step_operand = _operator(step)
         values = _finite_values(step_operator, step_operand)
@@ -341,17 +339,22 @@ def deny_relation(step: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> Re
     return constraint_relation(step, rule)
 
 
-def _remember_deny(step: Mapping[str, Any], rule: Mapping[str, Any]) -> Relation:
+def _remember_deny(step: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> Relation:
     """The deny rows decided by a shape module, by type or by sampled values, remembered
     with the other relations (sampling a URL parses every sampled value)."""
-    key = ("deny", _key(step), _key(rule))
+    key = ("deny", None if step is None else _key(step), _key(rule))
     known = _REMEMBERED.get(key)
     if known is not None:
         return known
     operator, operand = _operator(rule)
-    step_operator, step_operand = _operator(step)
     try:
-        if operator in SHAPE_MODULES and operator == step_operator:
+        if step is None:
+            # Some value provably outside the rule, besides the missing argument it matches.
+            excludes = compile_exclusion(rule)
+            some = any(excludes(value) for value in _probes([rule]))
+            relation = Relation.OVERLAPPING if some else Relation.UNDECIDABLE
+        elif operator in SHAPE_MODULES and operator == _operator(step)[0]:
+            step_operand = _operator(step)[1]
             relation = _shape_relation(operator, step_operand, operand, deny=True)
         elif operator == "type":
             relation = _deny_type(step, operand)

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from guard.constraints import OPERATORS, compile_constraint, validate_constraint
+from guard.patterns import GLOB_ANY, GlobClass, GlobLiteral, glob_parse
 from guard.relation import Relation, constraint_relation, relation_budget
 
 # Patterns are written over "a", "b" and "]"; the universe's text adds a newline (which `.`
@@ -87,7 +88,25 @@ def universe(*constraints: dict[str, Any] | None) -> list[Any]:
             values.extend(operand)
         elif operator in ("lte", "gte"):
             values.extend((operand, operand - 1, operand + 1, operand - 0.25, operand + 0.25))
+    # Two globs may meet only past the strings' length ("aab*" and "*aa" in "aabaa"): their
+    # shortest texts, one after the other.
+    shortest = [literal_glob(c["glob"]) for c in constraints if c is not None and "glob" in c]
+    values.extend(first + second for first, second in itertools.permutations(shortest, 2))
     return values
+
+
+def literal_glob(pattern: str) -> str:
+    """A shortest text the glob matches: `*` empty, `?` "a", a class one of its members
+    ("d", which no pattern names, for a negated one)."""
+    text = []
+    for part in glob_parse(pattern):
+        if part == GLOB_ANY:
+            text.append("a")
+        elif isinstance(part, GlobClass):
+            text.append("d" if part.negate else part.ranges[0][0])
+        elif isinstance(part, GlobLiteral):
+            text.append(part.character)
+    return "".join(text)
 
 
 def check(step: dict[str, Any] | None, rule: dict[str, Any]) -> Relation:

@@ -15,6 +15,7 @@ from guard.constraints import (
     JSON_TYPES,
     OPERATORS,
     OPERATORS_V2,
+    SHAPE_MODULES,
     compile_args,
     compile_constraint,
     validate_args,
@@ -263,3 +264,48 @@ def test_args_pinning_new_operators_agree_with_their_constraints(value, limit):
     assert deny(call) is not outside
     assert deny({}) is True  # a missing argument matches the deny
     assert allow({"n": 1}) is False
+
+
+# --- the shape operators, dispatched to their modules ------------------------------------
+
+SHAPES = {
+    "subpath": ("/srv/repo", "/srv/repo/"),
+    "url": ({"scheme": ["https"], "host": ["acme.dev"]}, {"scheme": ["ftp"], "host": ["a.dev"]}),
+    "cidr": (["10.0.0.0/8"], ["10.0.0.1/8"]),
+    "argv": ({"cmd": ["git"], "maxArgs": 2}, {"cmd": []}),
+}
+
+
+@pytest.mark.parametrize("operator", sorted(SHAPES))
+def test_shape_operands_are_checked_by_their_module_at_their_path(operator):
+    good, bad = SHAPES[operator]
+    assert validate_constraint({operator: good}, "c", operators=OPERATORS_V2) == []
+    errors = validate_constraint({operator: bad}, "c", operators=OPERATORS_V2)
+    assert errors
+    assert all(error.path.startswith(f"c.{operator}") for error in errors), errors
+    # Version 1 does not know them.
+    (unknown,) = validate_constraint({operator: good}, "c")
+    assert unknown.path == f"c.{operator}"
+    assert unknown.detail.startswith("unknown operator")
+
+
+@pytest.mark.parametrize("operator", sorted(SHAPES))
+def test_shape_constraints_match_and_exclude_as_their_module_says(operator):
+    module = __import__(SHAPE_MODULES[operator], fromlist=["samples"])
+    operand = SHAPES[operator][0]
+    matches = compile_constraint({operator: operand})
+    excludes = compile_exclusion({operator: operand})
+    module_matches = module.compile_matcher(operand)
+    module_excludes = module.compile_excluder(operand)
+    samples = module.samples(operand)
+    assert samples
+    for value in [*samples, "", "x", "/etc/passwd", 5, None, ["rm", "-rf"], "https://evil.test/"]:
+        assert matches(value) is bool(module_matches(value)), value
+        assert excludes(value) is bool(module_excludes(value)), value
+    for sample in samples:
+        assert matches(sample) and not excludes(sample), sample
+    args = {"x": {operator: operand}}
+    assert compile_args(args)({"x": samples[0]})
+    assert not compile_args(args)({"x": 5})
+    assert compile_deny_args(args)({"x": samples[0]})
+    assert compile_deny_args(args)({})

@@ -98,12 +98,13 @@ def _constraint_text(name: str, constraint: Mapping[str, Any]) -> str:
     return f"{name} {operator} {_value_text(value)}"  # pragma: no cover - validated plans
 
 
-def describe_step(step: Mapping[str, Any]) -> str:
+def describe_step(step: Mapping[str, Any], budgets: Sequence[Mapping[str, Any]] = ()) -> str:
     """A readable line for a normalised plan step, e.g.
     ``github_list_issues with repo = "acme/app" (up to 3 calls)``; a version-2 step also
-    gives its id, the steps it comes after and whether it refuses other arguments:
-    ``write: fs_write with path under /srv/repo (up to 20 calls, after read, no other
-    arguments)``."""
+    gives its id, the steps it comes after, whether it refuses other arguments and, from
+    the plan's `budgets`, those that count its calls: ``refund: payments_refund with order
+    = "A-1" (up to 20 calls, after read, no other arguments, amount counts in refunds up
+    to 500)``."""
     text: str = step["tool"]
     step_id = step.get("id")
     if isinstance(step_id, str):
@@ -120,8 +121,22 @@ def describe_step(step: Mapping[str, Any]) -> str:
         limits.append("after " + ", ".join(str(name) for name in after))
     if step.get("additionalArgs") is False:
         limits.append("no other arguments")
+    limits.extend(
+        f"{budget['arg']} counts in {budget['id']} up to {_value_text(budget['max'])}"
+        for budget in _covering(step, budgets)
+    )
     text += f" ({', '.join(limits)})"
     return text
+
+
+def _covering(
+    step: Mapping[str, Any], budgets: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """The budgets of the plan that count the step's calls (they name its id)."""
+    step_id = step.get("id")
+    if not isinstance(step_id, str):
+        return []
+    return [budget for budget in budgets if step_id in budget.get("steps", ())]
 
 
 def waits_for(steps: Sequence[Mapping[str, Any]], statuses: Sequence[str]) -> list[list[str]]:
@@ -144,6 +159,7 @@ def plan_update_params(
     statuses: Sequence[str],
     plan_updates: bool = True,
     approval_url: str | None = None,
+    budgets: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The ``session/update`` params showing the plan with each step's status.
 
@@ -153,14 +169,15 @@ def plan_update_params(
     texts for people count (``step`` is ``index``'s older name, kept for the clients that
     read it). A version-2 step adds its ``id`` when it has one and, when it comes after
     other steps, ``after`` (the ids it names) and ``waitsFor`` (those not completed yet:
-    until it is empty, a call of the step is blocked ``out_of_order``). `approval_url`,
+    until it is empty, a call of the step is blocked ``out_of_order``) and ``budgets``, the
+    ids of the plan's `budgets` that count its calls. `approval_url`,
     for a plan awaiting a person's approval, is where they decide: the plan's
     ``_meta.plangate.approvalUrl``.
     """
     entries = []
     waiting = waits_for(steps, statuses)
     for index, (step, status) in enumerate(zip(steps, statuses, strict=True)):
-        content = describe_step(step)
+        content = describe_step(step, budgets)
         meta: dict[str, Any] = {
             "index": index,
             "number": index + 1,
@@ -172,6 +189,9 @@ def plan_update_params(
         if step.get("after"):
             meta["after"] = list(step["after"])
             meta["waitsFor"] = waiting[index]
+        covering = _covering(step, budgets)
+        if covering:
+            meta["budgets"] = [budget["id"] for budget in covering]
         if not plan_updates and status == CANCELLED:
             content = f"[cancelled] {content}"
             meta["status"] = CANCELLED

@@ -77,6 +77,7 @@ class PlanDisplay:
                 plan_id=plan.id,
                 goal=plan.document["goal"],
                 steps=plan.document["steps"],
+                budgets=plan.document.get("budgets", ()),
                 statuses=statuses,
                 plan_updates=self.plan_updates,
                 # Only while it awaits: once approved (or dropped) there is nothing to do there.

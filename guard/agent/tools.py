@@ -145,7 +145,8 @@ def declare_plan_result(
             "detail": error.message,
             "errors": error.errors,
         }
-    descriptions = [describe_step(step) for step in declared.plan["steps"]]
+    budgets = declared.plan.get("budgets", ())
+    descriptions = [describe_step(step, budgets) for step in declared.plan["steps"]]
     result: dict[str, Any] = {
         "ok": True,
         "planId": declared.plan_id,

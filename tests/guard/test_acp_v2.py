@@ -198,3 +198,32 @@ def test_the_guards_own_updates_say_what_a_step_waits_for_until_it_may_run(make_
         [("completed", None), ("in_progress", [])],
         [("completed", None), ("completed", [])],
     ]
+
+
+def test_a_budgeted_step_names_the_budgets_that_count_its_calls():
+    budgets = [
+        {"id": "refunds", "arg": "amount", "steps": ["write", "read"], "max": 500},
+        {"id": "bytes", "arg": "size", "steps": ["write"], "max": 1.5},
+    ]
+    params = plan_update_params(
+        session_id="s",
+        plan_id="p",
+        goal="g",
+        steps=STEPS,
+        statuses=["pending"] * 4,
+        budgets=budgets,
+    )
+    assert_valid_v2(params)
+    entries = params["update"]["plan"]["entries"]
+
+    assert [entry["_meta"]["plangate"].get("budgets") for entry in entries] == [
+        ["refunds"],
+        None,
+        ["refunds", "bytes"],
+        None,
+    ]
+    assert entries[2]["content"].endswith(
+        "(up to 5 calls, after read, review, no other arguments,"
+        " amount counts in refunds up to 500, size counts in bytes up to 1.5)"
+    )
+    assert acp.describe_step(STEPS[1], budgets) == "review: ask_reviewer (up to 1 call)"

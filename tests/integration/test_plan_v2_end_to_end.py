@@ -165,6 +165,6 @@ def test_the_declare_plan_tool_takes_a_version_2_plan(make_guard):
     assert result["ok"] is True, result
     assert result["steps"][1] == (
         'refund: payments_refund with order = "A-1001" (up to 10 calls, after read,'
-        " no other arguments)"
+        " no other arguments, amount counts in refunds up to 500)"
     )
     assert guard.check("payments_refund", {**ORDER, "amount": 1}).code == Decision.OUT_OF_ORDER

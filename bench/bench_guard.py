@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import itertools
 import json
 import os
 import pstats
@@ -108,6 +109,59 @@ def bench_plan(steps: int, *, for_the_tool: int) -> dict[str, Any]:
         {"tool": TOOL, "args": {"repo": {"glob": "acme/*"}}, "maxCalls": MAX_MAX_CALLS}
     )
     return {"version": 1, "goal": "Bench", "user": USER, "steps": plan_steps}
+
+
+CALL_V2 = {"repo": "acme/public-app", "number": 42, "amount": 1}
+READ_TOOL = "tool_read"
+URL_TOOL = "http_get"
+
+
+def bench_plan_v2(steps: int, *, for_the_tool: int, called: int) -> dict[str, Any]:
+    """A version-2 plan of `steps` steps, each with an id: step ``s0`` (`READ_TOOL`) is
+    completed before timing; `for_the_tool` steps name the called tool, each `after` ``s0``,
+    and the call matches the `called`-th of them (1 = the first), which is closed
+    (``additionalArgs: false``) and counted by a budget over ``amount`` that no run fills.
+    The others pin a repository the call does not name."""
+    first_for_tool = steps - for_the_tool
+    plan_steps: list[dict[str, Any]] = [{"id": "s0", "tool": READ_TOOL}]
+    for index in range(1, steps):
+        step: dict[str, Any] = {"id": f"s{index}", "maxCalls": MAX_MAX_CALLS}
+        if index < first_for_tool:
+            step["tool"] = f"tool_{index % 10}"
+            step["args"] = {"id": {"eq": index}}
+        elif index == first_for_tool + called - 1:
+            step["tool"] = TOOL
+            step["args"] = {"repo": {"glob": "acme/*"}, "number": {"lte": 100}}
+            step["after"] = ["s0"]
+            step["additionalArgs"] = False
+        else:
+            step["tool"] = TOOL
+            step["args"] = {"repo": {"eq": f"acme/other-{index}"}, "number": {"lte": 100}}
+            step["after"] = ["s0"]
+        plan_steps.append(step)
+    budget = {"id": "spend", "arg": "amount", "steps": [f"s{first_for_tool + called - 1}"]}
+    return {
+        "version": 2,
+        "goal": "Bench",
+        "user": USER,
+        "steps": plan_steps,
+        "budgets": [{**budget, "max": 10**15}],
+    }
+
+
+def bench_url_plan() -> dict[str, Any]:
+    """One version-2 step whose `url` argument is a WHATWG URL under a prefix."""
+    operand = {
+        "scheme": ["https"],
+        "host": ["api.github.com", "*.acme.dev"],
+        "pathPrefix": "/repos/acme/",
+    }
+    return {
+        "version": 2,
+        "goal": "Bench",
+        "user": USER,
+        "steps": [{"tool": URL_TOOL, "args": {"url": {"url": operand}}, "maxCalls": MAX_MAX_CALLS}],
+    }
 
 
 def bench_policy(rules: int, *, for_the_tool: int) -> dict[str, Any]:
@@ -210,6 +264,8 @@ def per_call_microseconds(function: Callable[[], object], iterations: int, repea
 
 
 def guard_for(control_plane: StandInControlPlane, plan: dict[str, Any], **options: Any) -> Guard:
+    """A guard holding a token for `plan`; unless told otherwise it reports nothing."""
+    options.setdefault("report", False)
     guard = Guard(
         "http://plangate.bench",
         "pg_bench",
@@ -219,9 +275,10 @@ def guard_for(control_plane: StandInControlPlane, plan: dict[str, Any], **option
         **options,
     )
     guard.declare(plan)
-    decision = guard.check(TOOL, CALL)
-    if not decision.allowed:
-        raise RuntimeError(f"the bench call is not allowed: {decision}")
+    if plan["version"] == 1:
+        decision = guard.check(TOOL, CALL)
+        if not decision.allowed:
+            raise RuntimeError(f"the bench call is not allowed: {decision}")
     return guard
 
 
@@ -433,6 +490,7 @@ def main(args: argparse.Namespace) -> int:
         f"worst case: a decision costs 1/{1 / worst_ratio:.0f} of a verification"
         f" (target under 1/{TARGET_RATIO})"
     )
+    _version_two(iterations, repeats, rows[2][2])
     if baseline is not None:
         baseline.close()
         print(f"\nthis checkout's Guard.check against commit {revision}'s, repeats interleaved:")
@@ -442,6 +500,50 @@ def main(args: argparse.Namespace) -> int:
     if profile_target is not None:
         profile_target.close()
     return 0
+
+
+V2_POLICY = {
+    "version": 1,
+    "default": "deny",
+    "rules": [
+        {"effect": "allow", "tools": ["tool_*", "http_*"]},
+        {"effect": "allow", "tools": ["github_*"], "args": {"repo": {"glob": "acme/*"}}},
+    ],
+}
+
+
+def _version_two(iterations: int, repeats: int, version_one_50: str) -> None:
+    """Version 2's rows (docs/decisions/0066, section 6): order, a budget and a closed step
+    on a 50-step plan; a `url` argument seen before and seen for the first time."""
+    rows = []
+    for name, called in (("call matches the 1st of 5 steps", 1), ("the 5th of 5", 5)):
+        control_plane = StandInControlPlane(V2_POLICY)
+        guard = guard_for(control_plane, bench_plan_v2(50, for_the_tool=5, called=called))
+        first = guard.check(READ_TOOL, {})
+        guard.completed(first)  # the step every call waits for
+        decision = guard.check(TOOL, CALL_V2)
+        if not decision.allowed:
+            raise RuntimeError(f"the version-2 bench call is not allowed: {decision}")
+        figure = per_call_microseconds(lambda g=guard: g.check(TOOL, CALL_V2), iterations, repeats)
+        rows.append([f"v2, 50 steps, order + budget + closed: {name}", f"{figure:.2f}"])
+        guard.close()
+    control_plane = StandInControlPlane(V2_POLICY)
+    guard = guard_for(control_plane, bench_url_plan())
+    seen = {"url": "https://api.github.com/repos/acme/app/issues?state=open"}
+    cached = per_call_microseconds(lambda g=guard: g.check(URL_TOOL, seen), iterations, repeats)
+    # More distinct values than the url matcher remembers (1,024), visited in turn.
+    fresh = itertools.cycle(
+        [{"url": f"https://api.github.com/repos/acme/app-{index}/issues"} for index in range(4096)]
+    )
+    uncached = per_call_microseconds(
+        lambda g=guard: g.check(URL_TOOL, next(fresh)), iterations, repeats
+    )
+    guard.close()
+    rows.append(["v2, 1 step, url: a value seen before", f"{cached:.2f}"])
+    rows.append(["v2, 1 step, url: a new value each call", f"{uncached:.2f}"])
+    rows.append(["(v1, 50 steps, 1 rule, 5th of 5, from the table above)", version_one_50])
+    print("\nversion-2 plans (target: order + budget on 50 steps at p50 <= 3 us):")
+    _print_table(["shape", "decision us"], rows)
 
 
 def _profile(guard: Guard, iterations: int) -> None:

@@ -351,3 +351,45 @@ def test_a_type_boolean_step_is_the_finite_set_of_both_booleans():
     assert check({"type": "boolean"}, {"eq": False}) is Relation.OVERLAPPING
     assert check_deny({"type": "boolean"}, {"in": [True, False]}) is Relation.INSIDE
     assert check_deny({"type": "boolean"}, {"eq": True}) is Relation.OVERLAPPING
+
+
+# --- lengths: patterns against maxLength, longer than the shared universe reaches ----------
+
+AB_STRINGS = [
+    "".join(chars) for size in range(11) for chars in itertools.product("ab", repeat=size)
+]
+ab_globs = st.lists(st.sampled_from(["a", "b", "*", "?", "[ab]", "[!a]"]), max_size=6).map("".join)
+ab_regexes = st.lists(
+    st.sampled_from(["a", "b", "(ab)*", "(a|bb)", "[ab]{1,3}", "a?", "(ba){2}", "b+"]),
+    max_size=4,
+).map("".join)
+ab_patterns = ab_globs.map(lambda p: {"glob": p}) | ab_regexes.map(lambda p: {"regex": p})
+
+
+@settings(max_examples=200, deadline=None)
+@given(pattern=ab_patterns, limit=st.integers(0, 9))
+def test_patterns_against_maxlength_agree_with_every_short_text(pattern, limit):
+    length_rule = {"maxLength": limit}
+    pattern_matches = compile_constraint(pattern)
+    short = compile_constraint(length_rule)
+    for step, rule in ((pattern, length_rule), (length_rule, pattern)):
+        relation = constraint_relation(step, rule)
+        step_matches = pattern_matches if step is pattern else short
+        rule_matches = short if step is pattern else pattern_matches
+        admitted = [text for text in AB_STRINGS if step_matches(text)]
+        if relation is Relation.INSIDE:
+            assert all(rule_matches(text) for text in admitted), (step, rule)
+        elif relation is Relation.DISJOINT:
+            assert not any(rule_matches(text) for text in admitted), (step, rule)
+        else:
+            assert relation is Relation.OVERLAPPING, (step, rule, relation)
+    # The step's texts: a longest one at most `limit` long exactly when inside.
+    lengths = {len(text) for text in AB_STRINGS if pattern_matches(text)}
+    relation = constraint_relation(pattern, length_rule)
+    # Every repetition here adds one or two characters: a language with no text of 9 or 10
+    # characters is finite, and every text of it is sampled.
+    if lengths and max(lengths) < 9:
+        expected = Relation.INSIDE if max(lengths) <= limit else Relation.OVERLAPPING
+        if min(lengths) > limit:
+            expected = Relation.DISJOINT
+        assert relation is expected, (pattern, limit, sorted(lengths))

@@ -259,7 +259,7 @@ def test_a_superuser_decides_in_the_queue(pending):
 def step_rows(html: str, section: str, tool: str) -> list[str]:
     """The numbers in the first column of ``section``'s rows naming ``tool``."""
     part = html.split(f'id="{section}"', 1)[1].split("</table>", 1)[0]
-    return re.findall(rf"<tr>\s*<td>([^<]*)</td>\s*<td><code>{tool}</code>", part)
+    return re.findall(rf"<tr[^>]*>\s*<td>([^<]*)</td>\s*<td><code>{tool}</code>", part)
 
 
 def test_the_approval_page_numbers_the_step_as_the_plans_page_does(pending):

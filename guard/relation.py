@@ -68,6 +68,7 @@ import importlib
 import itertools
 import json
 import random
+import re
 import warnings
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -79,7 +80,7 @@ from typing import Any, Final
 
 from guard._document import is_number
 from guard.constraints import SHAPE_MODULES, compile_constraint, shape_module
-from guard.deny import compile_exclusion
+from guard.deny import compile_exclusion, may_read_as_number
 from guard.patterns import (
     GLOB_ANY,
     GLOB_STAR,
@@ -119,6 +120,10 @@ RELATION_WORK: Final = 10_000
 #: plan's evaluation, whose patterns an agent writes): past it, the relations not yet known
 #: are undecidable
 SHARED_WORK: Final = 50_000
+#: units of work one text pattern against the texts a tool may read as numbers may spend
+#: (a deny on ``type integer`` or ``number``): their classes of digits and whitespace in
+#: every script hold many ranges, each cheaper to compare than the unit's 10 us
+NUMBER_TEXT_WORK: Final = 50_000
 #: units of work comparing one regex's automaton with RE2 may spend (once per pattern)
 COMPARISON_WORK: Final = 500_000
 #: relations remembered (a plan's steps and a policy's rules repeat)
@@ -360,7 +365,9 @@ def _remember_deny(step: Mapping[str, Any] | None, rule: Mapping[str, Any]) -> R
             relation = _deny_type(step, operand)
         else:
             relation = _deny_by_probes(step, rule)
-    except _Undecidable:
+    except _SharedBudgetSpent:
+        return Relation.UNDECIDABLE  # not remembered: asked alone, it may be decided
+    except (_Undecidable, RecursionError):
         relation = Relation.UNDECIDABLE
     if len(_REMEMBERED) >= MAX_REMEMBERED:
         _REMEMBERED.clear()
@@ -388,7 +395,75 @@ def _deny_type(step: Mapping[str, Any], expected: str) -> Relation:
         return Relation.DISJOINT  # strings and arrays are all of another type
     if expected == "array" and "array" not in kinds:
         return Relation.DISJOINT
+    if expected in ("integer", "number") and step_operator in ("glob", "regex", "maxLength"):
+        # The deny matches exactly the texts a tool may read as numbers: a regular language.
+        budget = _Budget(NUMBER_TEXT_WORK, _SHARED.get())
+        numbers = _number_texts()
+        if step_operator == "maxLength":
+            return _texts_within(step_operand, numbers, may_read_as_number, budget)
+        budget.spend(len(step_operand))
+        automaton = _pattern_automaton(step_operator, step_operand)
+        step_matches = compile_constraint(step)
+        return _patterns(automaton, numbers, step_matches, may_read_as_number, budget)
     return _deny_by_probes(step, {"type": expected})
+
+
+@lru_cache(maxsize=1)
+def _number_texts() -> _Automaton:
+    """guard.deny.may_read_as_number's language: whitespace, byte order marks, whitespace
+    (what its stripping removes), then nothing more, or an optional sign and a digit (any
+    script's), a point and a digit, ``inf`` or ``nan`` in any case, then anything. The
+    classes are read from Python's own ``re`` and ``str.strip`` over every code point."""
+    everything = "".join(chr(code) for code in range(_SURROGATES_START)) + "".join(
+        chr(code) for code in range(_SURROGATES_END + 1, _LAST + 1)
+    )
+
+    def code(index: int) -> int:
+        return (
+            index
+            if index < _SURROGATES_START
+            else index + _SURROGATES_END + 1 - (_SURROGATES_START)
+        )
+
+    def ranges(pattern: str) -> Ranges:
+        found = re.finditer(pattern, everything)
+        return _normalize([(code(run.start()), code(run.end() - 1)) for run in found])
+
+    automaton = _Automaton()
+    space = ranges(r"\s+")
+    if any(not chr(low).isspace() or not chr(high).isspace() for low, high in space):
+        raise _Undecidable("re and str.strip read whitespace otherwise")
+
+    def one(members: Ranges) -> _Fragment:
+        return _set_fragment(automaton, members)
+
+    def word(text: str) -> _Fragment:
+        return _concatenate(automaton, [one(ranges(f"(?i){letter}")) for letter in text])
+
+    prefix = _concatenate(
+        automaton,
+        [
+            _star(automaton, one(space)),
+            _star(automaton, one(_single(0xFEFF))),
+            _star(automaton, one(space)),
+        ],
+    )
+    digit = ranges(r"\d+")
+    head = _alternate(
+        automaton,
+        [
+            one(digit),
+            _concatenate(automaton, [one(_single(ord("."))), one(digit)]),
+            word("inf"),
+            word("nan"),
+        ],
+    )
+    sign = _alternate(
+        automaton, [one(_normalize([(0x2B, 0x2B), (0x2D, 0x2D)])), _empty_fragment(automaton)]
+    )
+    number = _concatenate(automaton, [sign, head, _star(automaton, one(_UNIVERSE))])
+    body = _alternate(automaton, [number, _empty_fragment(automaton)])
+    return _finish(automaton, _concatenate(automaton, [prefix, body]))
 
 
 def _deny_by_probes(step: Mapping[str, Any], rule: Mapping[str, Any]) -> Relation:

@@ -391,7 +391,12 @@ def _validate_operand(operator: str, operand: object, path: str, errors: list[Fi
         except LookupError:
             errors.append(FieldError(path, f"operator {operator!r} is not available here"))
             return
-        module.check_operand(operand, path, errors)
+        found: list[FieldError] = []
+        try:
+            module.check_operand(operand, path, found)
+        except Exception:  # an operand the module did not foresee: refused, not a crash
+            found.append(FieldError(path, "is not a valid operand"))
+        errors.extend(found)
 
 
 def validate_args(

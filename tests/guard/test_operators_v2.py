@@ -309,3 +309,29 @@ def test_shape_constraints_match_and_exclude_as_their_module_says(operator):
     assert not compile_args(args)({"x": 5})
     assert compile_deny_args(args)({"x": samples[0]})
     assert compile_deny_args(args)({})
+
+
+operand_garbage = json_values | st.fixed_dictionaries(
+    {},
+    optional={
+        "scheme": json_values | st.lists(st.sampled_from(["https", "ftp", "HTTP", ""])),
+        "host": json_values | st.lists(st.sampled_from(["acme.dev", "*.dev", "*", "1.2.3.4"])),
+        "pathPrefix": json_values | st.sampled_from(["/a", "a", "/a/../b"]),
+        "ports": json_values | st.lists(st.integers(-1, 70000)),
+        "cmd": json_values | st.lists(st.sampled_from(["git", "", "a b", "/bin/ls"])),
+        "maxArgs": json_values,
+        "options": json_values | st.lists(st.sampled_from(["-l", "--x=", "x", "-"])),
+    },
+)
+
+
+@pytest.mark.parametrize("operator", [*sorted(SHAPES), "type", "maxLength"])
+@given(operand=operand_garbage, value=json_values)
+def test_any_operand_is_refused_with_errors_or_compiles_to_matchers_that_never_raise(
+    operator, operand, value
+):
+    constraint = {operator: operand}
+    if validate_constraint(constraint, "c", operators=OPERATORS_V2):
+        return
+    assert isinstance(compile_constraint(constraint)(value), bool)
+    assert isinstance(compile_exclusion(constraint)(value), bool)

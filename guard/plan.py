@@ -903,6 +903,7 @@ class CompiledPlan:
         "required_steps",
         "step_budgets",
         "step_ids",
+        "step_matchers",
         "tools",
         "version2",
     )
@@ -922,6 +923,9 @@ class CompiledPlan:
         }
         self._compile_version2(plan, steps, matchers)
         self._matchers: tuple[ArgsMatcher | None, ...] = tuple(matchers)
+        # Per step: ``matcher(args)`` decides whether a call matches it (None: every call
+        # does), as `matching_steps` reads them.
+        self.step_matchers = self._matchers
         # Many steps for one tool: narrow them by an argument they pin with `eq`.
         self._indexes: dict[str, EqIndex] = {}
         for tool, indexes in self._candidates.items():
@@ -982,6 +986,12 @@ class CompiledPlan:
         `step_candidates(tool)`, whatever its arguments."""
         matchers = self._matchers
         return all(matchers[index] is None for index in self.step_candidates(tool))
+
+    def narrowing(self, tool: str) -> EqIndex | None:
+        """The index narrowing the steps naming `tool` by an argument they pin with `eq`
+        (None when they have none): ``narrowing.candidates(args)`` are the steps `args`
+        may match, in plan order."""
+        return self._indexes.get(tool)
 
     def matching_steps(self, tool: str, args: Any) -> list[int]:
         """Indexes, in plan order, of the steps for `tool` whose constraints `args` satisfy."""

@@ -23,7 +23,14 @@ from guard.agent.session import (
 )
 from guard.agent.tool_calls import ToolCalls, tool_calls
 from guard.agent.verified import VerifiedToken
-from guard.budgets import Amount, exact_amount, reported_amount, try_add
+from guard.budgets import (
+    Amount,
+    CompiledBudget,
+    add_exactly,
+    exact_amount,
+    reported_amount,
+    try_add,
+)
 from guard.decisions import Decision
 from guard.finite import PLAIN_SCALAR_TYPES, non_finite_argument
 from guard.policy_evaluation import PolicyDecision
@@ -182,7 +189,109 @@ class Decider:
         whose `after` steps have completed, with calls left and room in its budgets takes
         the call, and its budgets count the amounts. When none can, the first matching
         step's first failing check decides the code: ``unexpected_argument``,
-        ``out_of_order``, ``max_calls_exceeded``, ``budget_exceeded``."""
+        ``out_of_order``, ``max_calls_exceeded``, ``budget_exceeded``.
+
+        Most calls are taken by the first step that matches and admits every argument:
+        the steps are tried one by one up to that one, only its amounts are read, and it
+        is checked under the lock. Only when it cannot take the call (or none is found)
+        does `_decide_v2_all` decide again from the start, every matching step under one
+        lock, so the step chosen and the refusal's reasons are those of one state."""
+        if type(args) is not dict:  # a Mapping of another kind: read as it always was
+            return self._decide_v2_all(plan, entry, token, tool, args, None)
+        compiled = plan.compiled
+        narrowing = entry.narrowing
+        steps = entry.candidates if narrowing is None else narrowing.candidates(args)
+        matchers = compiled.step_matchers
+        allowed_arguments = compiled.allowed_arguments
+        first = -1
+        for step in steps:
+            matcher = matchers[step]
+            if matcher is None or matcher(args):
+                if first < 0:
+                    first = step
+                names = allowed_arguments[step]
+                if names is None or names.issuperset(args):
+                    break
+        else:  # no step matches, or every matching step is closed to an argument
+            return self._decide_v2_all(plan, entry, token, tool, args, None)
+        verdict = entry.verdict
+        if verdict is None:
+            test = entry.test
+            if test is None:
+                verdict = entry.decide(args)
+            elif test(args):
+                verdict = entry.passed
+            else:
+                verdict = entry.otherwise
+        if not verdict.allowed:
+            return self._denied(entry, first, verdict, token)
+        # The step's amounts (its matcher found each an amount), read before the lock.
+        covering = compiled.step_budgets[step]
+        amount: Amount = 0
+        amounts: dict[int, Amount] = {}
+        if covering:
+            if len(covering) == 1:
+                budget = covering[0]
+                value = args.get(budget.arg)
+                read = value if type(value) is int and value >= 0 else exact_amount(value)
+                if read is None:  # arguments that changed since they matched
+                    return self._decide_v2_all(plan, entry, token, tool, args, verdict)
+                amount = read
+            else:
+                for budget in covering:
+                    read = exact_amount(args.get(budget.arg))
+                    if read is None:
+                        return self._decide_v2_all(plan, entry, token, tool, args, verdict)
+                    amounts[budget.index] = read
+        statuses = plan.statuses
+        used = plan.used
+        taken = started = False
+        self._acquire()
+        try:
+            for waited in compiled.after[step]:
+                if statuses[waited] != _COMPLETED:
+                    break
+            else:
+                if used[step] < entry.max_calls[step]:
+                    if not covering:
+                        taken = True
+                    elif len(covering) == 1:
+                        totals = plan.budget_totals
+                        index = budget.index
+                        total = totals[index]
+                        if type(total) is int and type(amount) is int:
+                            counted: Amount | None = total + amount
+                        else:
+                            counted = add_exactly(total, amount)
+                        if counted is not None and counted <= budget.max:
+                            totals[index] = counted
+                            taken = True
+                    else:
+                        taken = try_add(plan.budget_totals, covering, amounts) is None
+                    if taken:
+                        used[step] += 1
+                        self.tool_output_seen = True
+                        started = statuses[step] == _PENDING
+                        if started:
+                            statuses[step] = _IN_PROGRESS
+        finally:
+            self._release()
+        if not taken:  # decide again, every matching step under one lock
+            return self._decide_v2_all(plan, entry, token, tool, args, verdict)
+        if started:
+            self._publish(plan)
+        return self._allowed_v2(entry, step, verdict, tool, args, covering)
+
+    def _decide_v2_all(
+        self,
+        plan: PlanState,
+        entry: ToolCalls,
+        token: VerifiedToken,
+        tool: str,
+        args: Mapping[str, Any],
+        verdict: PolicyDecision | None,
+    ) -> CallDecision:
+        """`_decide_v2` with every matching step (`verdict`: the policy's, when known)."""
         compiled = plan.compiled
         matching: Sequence[int] | None = entry.unpinned
         if matching is None:
@@ -205,7 +314,8 @@ class Decider:
                         for step in matching
                     ],
                 )
-        verdict = entry.verdict
+        if verdict is None:
+            verdict = entry.verdict
         if verdict is None:
             test = entry.test
             if test is None:
@@ -270,17 +380,28 @@ class Decider:
             return plan.refused(tool, refusals)
         if started:
             self._publish(plan)
-        decision = entry.allowed[chosen].get(verdict.rule)
+        return self._allowed_v2(entry, chosen, verdict, tool, args, step_budgets[chosen])
+
+    @staticmethod
+    def _allowed_v2(
+        entry: ToolCalls,
+        step: int,
+        verdict: PolicyDecision,
+        tool: str,
+        args: Mapping[str, Any],
+        covering: Sequence[CompiledBudget],
+    ) -> CallDecision:
+        """The decision for a call `step` took (`covering`: the step's budgets)."""
+        decision = entry.allowed[step].get(verdict.rule)
         if decision is None:
             decision = CallDecision(
                 Decision.ALLOWED,
-                f"step {chosen + 1} ({tool}) of the plan; {verdict.reason}",
-                chosen,
+                f"step {step + 1} ({tool}) of the plan; {verdict.reason}",
+                step,
                 verdict.rule,
                 verdict.description,
             )
-            entry.allowed[chosen][verdict.rule] = decision
-        covering = step_budgets[chosen]
+            entry.allowed[step][verdict.rule] = decision
         if covering:
             # One decision per call, naming this call's amounts: the shared one, copied.
             return decision.counting(

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from guard.constraints import ArgsMatcher
+from guard.eq_index import EqIndex
 from guard.plan import CompiledPlan
 from guard.policy_evaluation import CompiledPolicy, PolicyDecision, ToolDecision
 
@@ -40,14 +41,19 @@ class ToolCalls:
     A version-2 plan's tool (`version2`) always has `steps` None, so that the decider's
     version-1 fast path never takes its calls: order, closed arguments and budgets are
     checked on every call (`Decider._decide_v2`). There `unpinned` is what `steps` would be
-    (a budget's argument counts as pinned: it must be present and an amount).
+    (a budget's argument counts as pinned: it must be present and an amount), `candidates`
+    the steps naming the tool and `narrowing` the plan's `EqIndex` over them (None when
+    it has none), so the decider tries the steps one by one, stopping at the first that
+    takes the call.
     """
 
     __slots__ = (
         "allowed",
+        "candidates",
         "decide",
         "denied",
         "max_calls",
+        "narrowing",
         "otherwise",
         "passed",
         "steps",
@@ -65,9 +71,12 @@ class ToolCalls:
         max_calls: tuple[int, ...],
         *,
         version2: bool = False,
+        narrowing: EqIndex | None = None,
     ) -> None:
         self.version2 = version2
         self.unpinned = steps
+        self.candidates = candidates
+        self.narrowing = narrowing
         self.steps = None if version2 else steps
         self.verdict: PolicyDecision | None = policy.fixed
         self.test: ArgsMatcher | None = policy.test
@@ -92,5 +101,6 @@ def tool_calls(plan: CompiledPlan, policy: CompiledPolicy) -> dict[str, ToolCall
             policy.tool_decision(tool),
             plan.max_calls,
             version2=plan.version2,
+            narrowing=plan.narrowing(tool),
         )
     return table

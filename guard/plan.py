@@ -899,11 +899,11 @@ class CompiledPlan:
         "has_closed_steps",
         "ids",
         "max_calls",
+        "pin_matchers",
         "plan",
         "required_steps",
         "step_budgets",
         "step_ids",
-        "step_matchers",
         "tools",
         "version2",
     )
@@ -921,11 +921,12 @@ class CompiledPlan:
         self._candidates: dict[str, tuple[int, ...]] = {
             tool: tuple(indexes) for tool, indexes in candidates.items()
         }
+        # Per step: ``matcher(args)`` decides whether a call satisfies its pinned
+        # arguments (None: every call does); a budgeted step's match also requires its
+        # budgets' amounts, which `_matchers` (`matching_steps`) check and this does not.
+        self.pin_matchers: tuple[ArgsMatcher | None, ...] = tuple(matchers)
         self._compile_version2(plan, steps, matchers)
         self._matchers: tuple[ArgsMatcher | None, ...] = tuple(matchers)
-        # Per step: ``matcher(args)`` decides whether a call matches it (None: every call
-        # does), as `matching_steps` reads them.
-        self.step_matchers = self._matchers
         # Many steps for one tool: narrow them by an argument they pin with `eq`.
         self._indexes: dict[str, EqIndex] = {}
         for tool, indexes in self._candidates.items():

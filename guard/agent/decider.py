@@ -201,17 +201,43 @@ class Decider:
         compiled = plan.compiled
         narrowing = entry.narrowing
         steps = entry.candidates if narrowing is None else narrowing.candidates(args)
-        matchers = compiled.step_matchers
+        pins = compiled.pin_matchers
+        step_budgets = compiled.step_budgets
         allowed_arguments = compiled.allowed_arguments
         first = -1
+        amount: Amount = 0  # the step's amount, when one budget counts it
+        amounts: dict[int, Amount] = {}  # by budget index, when several do
         for step in steps:
-            matcher = matchers[step]
-            if matcher is None or matcher(args):
-                if first < 0:
-                    first = step
-                names = allowed_arguments[step]
-                if names is None or names.issuperset(args):
-                    break
+            pinned = pins[step]
+            if pinned is not None and not pinned(args):
+                continue
+            # A budget's argument is part of the step's match (`CompiledPlan`): present
+            # and an amount, read here once and made exact before the lock.
+            covering = step_budgets[step]
+            if covering:
+                if len(covering) == 1:
+                    value = args.get(covering[0].arg)
+                    if type(value) is int and value >= 0:
+                        amount = value
+                    else:
+                        read = exact_amount(value)
+                        if read is None:
+                            continue
+                        amount = read
+                else:
+                    amounts = {}
+                    for budget in covering:
+                        read = exact_amount(args.get(budget.arg))
+                        if read is None:
+                            break
+                        amounts[budget.index] = read
+                    if len(amounts) < len(covering):
+                        continue
+            if first < 0:
+                first = step
+            names = allowed_arguments[step]
+            if names is None or names.issuperset(args):
+                break
         else:  # no step matches, or every matching step is closed to an argument
             return self._decide_v2_all(plan, entry, token, tool, args, None)
         verdict = entry.verdict
@@ -225,24 +251,6 @@ class Decider:
                 verdict = entry.otherwise
         if not verdict.allowed:
             return self._denied(entry, first, verdict, token)
-        # The step's amounts (its matcher found each an amount), read before the lock.
-        covering = compiled.step_budgets[step]
-        amount: Amount = 0
-        amounts: dict[int, Amount] = {}
-        if covering:
-            if len(covering) == 1:
-                budget = covering[0]
-                value = args.get(budget.arg)
-                read = value if type(value) is int and value >= 0 else exact_amount(value)
-                if read is None:  # arguments that changed since they matched
-                    return self._decide_v2_all(plan, entry, token, tool, args, verdict)
-                amount = read
-            else:
-                for budget in covering:
-                    read = exact_amount(args.get(budget.arg))
-                    if read is None:
-                        return self._decide_v2_all(plan, entry, token, tool, args, verdict)
-                    amounts[budget.index] = read
         statuses = plan.statuses
         used = plan.used
         taken = started = False
@@ -256,6 +264,7 @@ class Decider:
                     if not covering:
                         taken = True
                     elif len(covering) == 1:
+                        budget = covering[0]
                         totals = plan.budget_totals
                         index = budget.index
                         total = totals[index]
@@ -280,6 +289,14 @@ class Decider:
             return self._decide_v2_all(plan, entry, token, tool, args, verdict)
         if started:
             self._publish(plan)
+        if len(covering) == 1:
+            decision = entry.allowed[step].get(verdict.rule)
+            if decision is not None:
+                # One decision per call, naming this call's amount: the shared one, copied.
+                value = args[covering[0].arg]
+                return decision.counting(
+                    {covering[0].id: value if type(value) is int else reported_amount(value)}
+                )
         return self._allowed_v2(entry, step, verdict, tool, args, covering)
 
     def _decide_v2_all(

@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import threading
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from guard.agent.decider import Decider
-from guard.agent.session import PlanState
+from guard.agent.session import CallDecision, PlanState
 from guard.cli import main
 from guard.decisions import Decision
 from guard.offline import SIMULATED_PLAN_ID, call_decide, simulated_token
@@ -236,6 +238,71 @@ def test_a_budgeted_decision_is_one_per_call_and_an_unbudgeted_one_is_shared() -
     assert reads[0] is reads[1] and reads[0].amounts is None
     assert refunds[0] is not refunds[1]
     assert [decision.amounts for decision in refunds] == [{"refunds": 5}, {"refunds": 7}]
+
+
+def test_steps_narrowed_by_a_pinned_value_decide_as_when_each_is_tried() -> None:
+    # Nine steps pin `to` with eq, so the plan narrows them by one look-up (an EqIndex);
+    # the step taken, the amounts and the refusals are those of trying each step in turn.
+    payees = [f"p{index}" for index in range(9)]
+    session = Session(
+        plan(
+            *(
+                step("pay", f"s{index}", args={"to": {"eq": payee}}, maxCalls=1)
+                for index, payee in enumerate(payees)
+            ),
+            step("pay", "bare", additionalArgs=False),
+            budgets=[{"id": "p4", "arg": "amount", "steps": ["s4"], "max": 10}],
+        )
+    )
+    assert session.state.compiled.narrowing("pay") is not None
+
+    no_amount = session.decide("pay", to="p4")
+    taken = session.decide("pay", to="p4", amount=6)
+    spent = session.decide("pay", to="p4", amount=1)
+    other = session.decide("pay", to="p7", amount=-1)
+    bare = session.decide("pay")
+
+    assert (taken.code, taken.step, taken.amounts) == (Decision.ALLOWED, 4, {"p4": 6})
+    assert type(taken) is CallDecision
+    with pytest.raises(AttributeError):
+        taken.amounts = {}  # type: ignore[misc]
+    assert (spent.code, spent.step) == (Decision.MAX_CALLS_EXCEEDED, 4)
+    assert "step 10: it takes only the arguments it names" in spent.reason
+    assert (no_amount.code, no_amount.step) == (Decision.UNEXPECTED_ARGUMENT, 9)
+    assert (other.code, other.step, other.amounts) == (Decision.ALLOWED, 7, None)
+    assert (bare.code, bare.step) == (Decision.ALLOWED, 9)
+    assert session.state.budget_totals == [6]
+
+
+def test_arguments_of_another_mapping_type_are_decided_as_a_dict() -> None:
+    document = plan(
+        step("refund", "refund", args={"to": {"eq": "bob"}}, additionalArgs=False),
+        budgets=[{"id": "refunds", "arg": "amount", "steps": ["refund"], "max": 10}],
+    )
+    calls: list[dict[str, Any]] = [
+        {"to": "bob", "amount": 4},
+        {"to": "bob", "amount": 4, "memo": "x"},
+        {"to": "bob"},
+        {"to": "bob", "amount": 7},
+        {"to": "bob", "amount": 6},
+    ]
+    as_dicts, as_proxies = Session(document), Session(document)
+
+    from_dicts = [as_dicts.decide("refund", **args) for args in calls]
+    from_proxies = [
+        as_proxies.decider.decide(as_proxies.state, "refund", MappingProxyType(args), 0.0)
+        for args in calls
+    ]
+
+    assert from_proxies == from_dicts
+    assert [decision.code for decision in from_dicts] == [
+        Decision.ALLOWED,
+        Decision.UNEXPECTED_ARGUMENT,
+        Decision.NOT_IN_PLAN,
+        Decision.BUDGET_EXCEEDED,
+        Decision.ALLOWED,
+    ]
+    assert as_proxies.state.budget_totals == as_dicts.state.budget_totals == [10]
 
 
 def test_a_refreshed_token_keeps_the_budget_totals_and_the_order() -> None:

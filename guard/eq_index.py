@@ -57,10 +57,15 @@ class EqIndex:
 
     @classmethod
     def build(
-        cls, entries: Sequence[tuple[int, Mapping[str, Any] | None]], *, fail_closed: bool = False
+        cls,
+        entries: Sequence[tuple[int, Mapping[str, Any] | None]],
+        *,
+        fail_closed: bool = False,
+        min_entries: int = MIN_ENTRIES,
     ) -> EqIndex | None:
-        """An index over validated ``args`` objects, or None when none would help."""
-        if len(entries) < cls.MIN_ENTRIES:
+        """An index over validated ``args`` objects, or None when none would help (fewer
+        than `min_entries` entries)."""
+        if len(entries) < min_entries:
             return None
         counts: dict[str, int] = {}
         for _, args in entries:

@@ -874,6 +874,10 @@ def plan_json_schema(*, version: int | None = None) -> dict[str, Any]:
     return {**marker, **_plan_schema(version)}
 
 
+# The fewest steps naming one tool that a version-2 plan narrows by an `eq` pin.
+_V2_MIN_NARROWED: Final = 3
+
+
 class CompiledPlan:
     """A normalised plan (output of `validate_plan`) precompiled for call decisions.
 
@@ -929,8 +933,13 @@ class CompiledPlan:
         self._matchers: tuple[ArgsMatcher | None, ...] = tuple(matchers)
         # Many steps for one tool: narrow them by an argument they pin with `eq`.
         self._indexes: dict[str, EqIndex] = {}
+        # A version-2 call is matched step by step up to the one taking it (`Decider`),
+        # whose steps' matchers also read amounts: narrowing pays from fewer steps.
+        min_entries = _V2_MIN_NARROWED if self.version2 else EqIndex.MIN_ENTRIES
         for tool, indexes in self._candidates.items():
-            eq_index = EqIndex.build([(step, steps[step].get("args")) for step in indexes])
+            eq_index = EqIndex.build(
+                [(step, steps[step].get("args")) for step in indexes], min_entries=min_entries
+            )
             if eq_index is not None:
                 self._indexes[tool] = eq_index
         self.max_calls: tuple[int, ...] = tuple(

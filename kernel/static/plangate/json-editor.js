@@ -111,7 +111,18 @@
     }
     // Keep what names the fault, not the wrappers that only say "something inside failed";
     // an alternative's own reasons are left out when the alternatives' summary is shown.
-    const wrappers = ["properties", "items", "additionalProperties", "allOf", "$ref"];
+    // A schema told apart by `if`/`then` (a policy's version) reports its branch's own
+    // errors after a summary that the branch did not match: the summary goes too.
+    const wrappers = [
+      "properties",
+      "items",
+      "additionalProperties",
+      "allOf",
+      "$ref",
+      "if",
+      "then",
+      "else",
+    ];
     const alternatives = result.errors
       .filter((error) => error.keyword === "oneOf" || error.keyword === "anyOf")
       .map((error) => `${error.keywordLocation}/`);

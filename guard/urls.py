@@ -34,7 +34,9 @@ refuses any other spelling and names the normal form, ``ada_url.idna_to_ascii``'
 
 Deny rules read the operand fail-closed (`compile_excluder`): a value is provably outside
 only when it passes the same raw checks, parses without userinfo and then fails the scheme,
-host, port or path test. The host test drops every trailing dot, and an IP host also meets
+host, port or path test. Without ``ports`` a deny covers every port (a deny of
+``evil.test`` matches ``https://evil.test:8443/``); with ``ports`` it covers those and the
+scheme's default. The host test drops every trailing dot, and an IP host also meets
 an entry embedding the same IPv4 address (``[::ffff:7f00:1]`` is ``127.0.0.1`` to a
 dual-stack client). The path test is made against every reading a server might make
 (percent-decoded up to three times, cut at a NUL, without ``;`` parameters, backslashes as
@@ -372,6 +374,7 @@ class _Shape:
     suffixes: tuple[str, ...]  # ".acme.dev" for "*.acme.dev"
     suffix_set: frozenset[str]
     ports: frozenset[int]
+    ports_listed: bool  # False: the deny reading covers every port
     prefix: str  # the pathPrefix less one trailing slash; "/" for none
     ip_aliases: frozenset[str]  # the IP entries and the IPv4 addresses they embed
 
@@ -385,6 +388,7 @@ class _Shape:
             suffixes=suffixes,
             suffix_set=frozenset(suffixes),
             ports=frozenset(operand.get("ports", ())),
+            ports_listed="ports" in operand,
             prefix=_strip_slash(operand.get("pathPrefix", "/")),
             ip_aliases=frozenset(
                 alias for host in hosts if _is_ip_literal(host) for alias in _ip_aliases(host)
@@ -415,6 +419,10 @@ class _Shape:
 
     def admits_port(self, port: int | None) -> bool:
         return port is None or port in self.ports
+
+    def denies_port(self, port: int | None) -> bool:
+        """The deny reading: without ``ports`` every port, fail-closed."""
+        return not self.ports_listed or self.admits_port(port)
 
     def effective_ports(self, scheme: str) -> frozenset[int]:
         return self.ports | {DEFAULT_PORTS[scheme]}
@@ -467,7 +475,8 @@ def _path_problem(pathname: str) -> str | None:
 def compile_excluder(operand: Any) -> Callable[[Any], bool]:
     """value -> True only when the value is provably outside the operand: it passes the raw
     checks, parses without userinfo and fails the scheme, host, port or path test, the path
-    under every reading a server might make. Never raises."""
+    under every reading a server might make; without ``ports`` no port is outside. Never
+    raises."""
     shape = _Shape.of(operand)
     prefixes = _path_readings(shape.prefix) if shape.prefix != "/" else None
 
@@ -476,7 +485,7 @@ def compile_excluder(operand: Any) -> Callable[[Any], bool]:
             reading = _read(value)
             if reading is None:
                 return False
-            if reading.scheme not in shape.schemes or not shape.admits_port(reading.port):
+            if reading.scheme not in shape.schemes or not shape.denies_port(reading.port):
                 return True
             # Every trailing dot goes (a resolver may drop them); an empty label proves nothing.
             host = reading.hostname.rstrip(".")
@@ -588,7 +597,8 @@ def _readings_relation(step: Iterable[str], rule: frozenset[str]) -> Relation:
 def _combine(step: _Shape, rule: _Shape, path: Relation, *, aliased: bool) -> Relation:
     """A URL's scheme, host, port and path vary independently (the port's default with the
     scheme): the sets are products, inside when every dimension is, disjoint when one is.
-    Both sides admit the default port of every scheme they share, so ports never part them."""
+    Both sides admit the default port of every scheme they share, so ports never part them;
+    a deny rule (`aliased`) without ``ports`` covers every port."""
     common = step.schemes & rule.schemes
     if not common or path == "disjoint" or not _hosts_meet(step, rule, aliased=aliased):
         return "disjoint"
@@ -596,9 +606,13 @@ def _combine(step: _Shape, rule: _Shape, path: Relation, *, aliased: bool) -> Re
         path == "inside"
         and step.schemes <= rule.schemes
         and _hosts_inside(step, rule, aliased=aliased)
-        and all(step.effective_ports(scheme) <= rule.effective_ports(scheme) for scheme in common)
+        and ((aliased and not rule.ports_listed) or _ports_inside(step, rule, common))
     )
     return "inside" if inside else "overlapping"
+
+
+def _ports_inside(step: _Shape, rule: _Shape, schemes: Iterable[str]) -> bool:
+    return all(step.effective_ports(scheme) <= rule.effective_ports(scheme) for scheme in schemes)
 
 
 def _hosts_inside(step: _Shape, rule: _Shape, *, aliased: bool) -> bool:

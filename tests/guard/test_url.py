@@ -332,6 +332,21 @@ def test_without_ports_only_the_schemes_default_port_is_admitted():
     assert not matcher("http://acme.dev:443/") and not matcher("wss://acme.dev:80/")
 
 
+def test_a_deny_without_ports_covers_every_port():
+    evil = {"scheme": ["https"], "host": ["evil.test"]}
+    excluded = urls.compile_excluder(evil)
+    for value in ("https://evil.test/", "https://evil.test:8443/", "https://evil.test:1/x"):
+        assert not excluded(value), value
+    assert excluded("http://evil.test:8443/") and excluded("https://acme.dev:8443/")
+    listed = urls.compile_excluder({**evil, "ports": [8443]})
+    assert not listed("https://evil.test:8443/") and not listed("https://evil.test/")
+    assert listed("https://evil.test:8080/")
+    step = {"scheme": ["https"], "host": ["evil.test"], "ports": [8443, 9000]}
+    assert urls.deny_relation(step, evil) == "inside"
+    assert urls.deny_relation(step, {**evil, "ports": [8443]}) == "overlapping"
+    assert urls.relation(step, evil) == "overlapping"  # the allow reading: default port only
+
+
 def test_a_wildcard_needs_at_least_one_more_label():
     matcher = urls.compile_matcher({"scheme": ["https"], "host": ["*.acme.dev"]})
     assert matcher("https://api.acme.dev/")
@@ -496,7 +511,7 @@ def oracle(parts: dict[str, Any], operand: dict[str, Any]) -> bool:
 
 
 # Five times the profile: a URL is built from nine independent parts, each with many choices.
-@settings(max_examples=5 * settings.default.max_examples)
+@settings(max_examples=5 * settings().max_examples)
 @given(parts=url_parts, operand=operands)
 def test_the_matcher_agrees_with_a_plain_oracle(parts, operand):
     assert problems(operand) == []

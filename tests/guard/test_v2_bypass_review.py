@@ -8,11 +8,14 @@ from typing import Any
 import pytest
 
 from guard import paths, urls
+from guard.constraints import compile_constraint
 from guard.decisions import Decision
+from guard.deny import compile_exclusion
 from guard.errors import DocumentInvalid
 from guard.offline import call_decide, simulated_token
 from guard.plan import validate_plan
 from guard.policy import validate_policy
+from guard.relation import constraint_relation, deny_relation
 
 ALLOW = validate_policy({"version": 1, "default": "allow", "rules": []})
 
@@ -104,3 +107,40 @@ def test_a_version_1_plan_with_version_2_keys_is_invalid(key):
 )
 def test_subpath_refuses_traversal(value):
     assert not paths.compile_matcher("/srv/app")(value)
+
+
+CROSS_VALUES: list[Any] = [
+    "https://evil.test/", "https://evil.test:8443/", "https://EVIL.test/", "http://evil.test/",
+    "https://a.evil.test/", "https://acme.dev/repos/acme/x", "https://acme.dev/", "/srv/app/x",
+    "/srv/app", "/srv/APP/x", "/srv/app/../etc", "/etc/passwd", "10.0.0.1", "10.0.0.300",
+    "192.168.1.1", "::1", "", "a", "abcdef", "x" * 20, "rm -rf /", 5, 5.5, -1, True, None, [],
+    {}, ["git", "status"], ["rm", "-rf", "/"], ["git", "push", "--force"],
+]  # fmt: skip
+CROSS_CONSTRAINTS: list[dict[str, Any]] = [
+    {"url": {"scheme": ["https"], "host": ["evil.test", "*.evil.test"]}},
+    {"url": {"scheme": ["https"], "host": ["acme.dev"], "pathPrefix": "/repos/acme/"}},
+    {"subpath": "/srv/app"}, {"subpath": "/"}, {"cidr": ["10.0.0.0/8"]},
+    {"cidr": ["0.0.0.0/0", "::/0"]}, {"argv": {"cmd": ["git"], "subcommands": ["status", "push"]}},
+    {"type": "string"}, {"type": "integer"}, {"type": "array"}, {"type": "number"},
+    {"type": "boolean"}, {"maxLength": 5}, {"maxLength": 0}, {"maxLength": 30},
+    {"glob": "https://*"}, {"glob": "/srv/*"}, {"regex": "^https://evil"},
+    {"regex": "^/srv/app(/.*)?$"}, {"eq": "https://evil.test/"},
+    {"in": ["/srv/app/x", "10.0.0.1", 5]},
+    {"eq": ["git", "status"]},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("rule", CROSS_CONSTRAINTS, ids=str)
+def test_cross_operator_relations_have_no_counterexample(rule):
+    excluded = compile_exclusion(rule)
+    admitted_by_rule = compile_constraint(rule)
+    for step in CROSS_CONSTRAINTS:
+        admitted_by_step = compile_constraint(step)
+        allow, deny = constraint_relation(step, rule), deny_relation(step, rule)
+        for value in CROSS_VALUES:
+            if not admitted_by_step(value):
+                continue
+            assert not (allow == "inside" and not admitted_by_rule(value)), (step, value)
+            assert not (allow == "disjoint" and admitted_by_rule(value)), (step, value)
+            assert not (deny == "inside" and excluded(value)), (step, value)
+            assert not (deny == "disjoint" and not excluded(value)), (step, value)

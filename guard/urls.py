@@ -26,7 +26,7 @@ A value satisfies it when it is a string that
   still holding ``%2e``, ``%2f``, ``%5c`` or ``%25`` (any case) is refused, since a server
   that decodes would read another path, and so is one whose escapes are not UTF-8 (overlong
   ``%c0%ae`` is ``.`` to lax decoders), holding IIS's ``%u002e`` or a ``..;`` segment (``..``
-  to Tomcat).
+  to Tomcat), or whose decoded text has a dot segment under NFKC (fullwidth dots).
 
 Query and fragment are free. Host entries are lowercase A-label names (``*.`` entries too)
 or IP literals as the parser writes them (``127.0.0.1``, ``[2001:db8::1]``); validation
@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -465,10 +466,15 @@ def _path_problem(pathname: str) -> str | None:
     if _SERVER_DOT_SPELLING.search(pathname):
         return "holds %u escapes or a '.;' or '..;' segment"
     try:
-        unquote_to_bytes(pathname).decode("utf-8")
+        decoded = unquote_to_bytes(pathname).decode("utf-8")
     except UnicodeDecodeError:
         # Overlong forms such as %c0%ae are '.' to decoders that accept them.
         return "holds percent-escapes that are not UTF-8"
+    if not decoded.isascii():
+        # Fullwidth dots and solidus (U+FF0E, U+FF0F) are '.' and '/' to a server using NFKC.
+        folded = unicodedata.normalize("NFKC", decoded).replace("\\", "/")
+        if any(segment in (".", "..") for segment in folded.split("/")):
+            return "reads as a dot segment under NFKC"
     return None
 
 

@@ -165,15 +165,7 @@ class Decider:
             self._publish(plan)
         decision = entry.allowed[step].get(verdict.rule)
         if decision is None:
-            # People count steps from 1; `step` stays the index.
-            decision = CallDecision(
-                Decision.ALLOWED,
-                f"step {step + 1} ({tool}) of the plan; {verdict.reason}",
-                step,
-                verdict.rule,
-                verdict.description,
-            )
-            entry.allowed[step][verdict.rule] = decision
+            decision = self._remember_allowed(entry, step, verdict, tool)
         return decision
 
     def _decide_v2(
@@ -332,15 +324,7 @@ class Decider:
                     ],
                 )
         if verdict is None:
-            verdict = entry.verdict
-        if verdict is None:
-            test = entry.test
-            if test is None:
-                verdict = entry.decide(args)
-            elif test(args):
-                verdict = entry.passed
-            else:
-                verdict = entry.otherwise
+            verdict = entry.verdict_for(args)
         if not verdict.allowed:
             return self._denied(entry, matching[0], verdict, token)
         # The amounts, read and made exact before the lock (budget index -> amount).
@@ -400,6 +384,23 @@ class Decider:
         return self._allowed_v2(entry, chosen, verdict, tool, args, step_budgets[chosen])
 
     @staticmethod
+    def _remember_allowed(
+        entry: ToolCalls, step: int, verdict: PolicyDecision, tool: str
+    ) -> CallDecision:
+        """The allowed decision of `step` under `verdict`'s rule, made once and kept in
+        `entry` for every later call it decides alike."""
+        # People count steps from 1; `step` stays the index.
+        decision = CallDecision(
+            Decision.ALLOWED,
+            f"step {step + 1} ({tool}) of the plan; {verdict.reason}",
+            step,
+            verdict.rule,
+            verdict.description,
+        )
+        entry.allowed[step][verdict.rule] = decision
+        return decision
+
+    @staticmethod
     def _allowed_v2(
         entry: ToolCalls,
         step: int,
@@ -411,14 +412,7 @@ class Decider:
         """The decision for a call `step` took (`covering`: the step's budgets)."""
         decision = entry.allowed[step].get(verdict.rule)
         if decision is None:
-            decision = CallDecision(
-                Decision.ALLOWED,
-                f"step {step + 1} ({tool}) of the plan; {verdict.reason}",
-                step,
-                verdict.rule,
-                verdict.description,
-            )
-            entry.allowed[step][verdict.rule] = decision
+            decision = Decider._remember_allowed(entry, step, verdict, tool)
         if covering:
             # One decision per call, naming this call's amounts: the shared one, copied.
             return decision.counting(

@@ -89,6 +89,17 @@ class ToolCalls:
         self.allowed: dict[int, dict[int | None, CallDecision]] = {step: {} for step in candidates}
         self.denied: dict[int, dict[int | None, CallDecision]] = {step: {} for step in candidates}
 
+    def verdict_for(self, args: Any) -> PolicyDecision:
+        """The policy's verdict on a call with `args`, read as the class docstring says.
+        (The deciders' fast paths write this out inline: a method call per decision costs
+        as much as the read.)"""
+        if self.verdict is not None:
+            return self.verdict
+        test = self.test
+        if test is None:
+            return self.decide(args)
+        return self.passed if test(args) else self.otherwise
+
 
 def tool_calls(plan: CompiledPlan, policy: CompiledPolicy) -> dict[str, ToolCalls]:
     """The entry of every tool `plan` names, under `policy`."""

@@ -14,7 +14,20 @@ from typing import Any
 
 from guard.errors import TokenInvalid
 
-__all__ = ["Approval", "IntentClaims", "approval_claim", "integer_claim", "numeric_claim"]
+__all__ = [
+    "MAX_ACT_DEPTH",
+    "Approval",
+    "IntentClaims",
+    "ParentReference",
+    "StatusReference",
+    "act_claim",
+    "approval_claim",
+    "cnf_claim",
+    "integer_claim",
+    "numeric_claim",
+    "parent_claim",
+    "status_claim",
+]
 
 
 def _claim(payload: Mapping[str, Any], name: str) -> Any:
@@ -101,6 +114,93 @@ def approval_claim(payload: Mapping[str, Any]) -> Approval | None:
 
 
 @dataclass(frozen=True, slots=True)
+class StatusReference:
+    """The optional ``status`` claim (draft-ietf-oauth-status-list): the token's index in
+    its team's status list and the list's URI,
+    ``{"status_list": {"idx": N, "uri": "<issuer>/v1/status-lists/<team>"}}``."""
+
+    idx: int
+    uri: str
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"status_list": {"idx": self.idx, "uri": self.uri}}
+
+
+def status_claim(payload: Mapping[str, Any]) -> StatusReference | None:
+    """The ``status`` claim, None when there is none; TokenInvalid when it is not
+    ``{"status_list": {"idx": non-negative int, "uri": str}}``."""
+    if "status" not in payload:
+        return None
+    value = payload["status"]
+    reference = value.get("status_list") if isinstance(value, dict) else None
+    if not isinstance(reference, dict) or not isinstance(reference.get("uri"), str):
+        raise TokenInvalid("claim status is not an object with status_list {idx, uri}")
+    idx = integer_claim(reference, "idx")
+    if idx < 0:
+        raise TokenInvalid("claim status.status_list.idx is negative")
+    return StatusReference(idx=idx, uri=reference["uri"])
+
+
+def cnf_claim(payload: Mapping[str, Any]) -> str | None:
+    """The ``cnf.jkt`` of a token bound to its holder's key (RFC 9449 section 6), None for
+    an unbound token; TokenInvalid when ``cnf`` is there but holds no string ``jkt``."""
+    if "cnf" not in payload:
+        return None
+    value = payload["cnf"]
+    if not isinstance(value, dict) or not isinstance(value.get("jkt"), str) or not value["jkt"]:
+        raise TokenInvalid("claim cnf is not an object with a jkt")
+    jkt: str = value["jkt"]
+    return jkt
+
+
+@dataclass(frozen=True, slots=True)
+class ParentReference:
+    """The optional ``parent`` claim of a child plan's token: the plan it was delegated
+    from, by id and hash, ``{"jti": "<plan id>", "ph": "<plan hash>"}``."""
+
+    jti: str
+    ph: str
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"jti": self.jti, "ph": self.ph}
+
+
+def parent_claim(payload: Mapping[str, Any]) -> ParentReference | None:
+    """The ``parent`` claim, None for a plan its agent declared itself."""
+    if "parent" not in payload:
+        return None
+    value = payload["parent"]
+    if not isinstance(value, dict) or set(value) != {"jti", "ph"}:
+        raise TokenInvalid("claim parent is not an object with jti and ph")
+    if not isinstance(value["jti"], str) or not isinstance(value["ph"], str):
+        raise TokenInvalid("claim parent is not an object with jti and ph")
+    return ParentReference(jti=value["jti"], ph=value["ph"])
+
+
+# A chain of delegations longer than this is refused where it is made (plans.delegation) and
+# where it is read: it bounds the recursion over a token's ``act``.
+MAX_ACT_DEPTH = 8
+
+
+def act_claim(payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The RFC 8693 ``act`` claim of a child plan's token (who delegated to whom: ``sub``
+    is the acting agent, a nested ``act`` the one before it), None when there is none.
+    TokenInvalid when a level is not an object with a string ``sub`` or the chain is
+    deeper than MAX_ACT_DEPTH."""
+    if "act" not in payload:
+        return None
+    value: dict[str, Any] = payload["act"]
+    level: Any = value
+    for _ in range(MAX_ACT_DEPTH):
+        if not isinstance(level, dict) or not isinstance(level.get("sub"), str):
+            raise TokenInvalid("claim act is not an object with a sub")
+        if "act" not in level:
+            return value
+        level = level["act"]
+    raise TokenInvalid(f"claim act is deeper than {MAX_ACT_DEPTH} delegations")
+
+
+@dataclass(frozen=True, slots=True)
 class IntentClaims:
     """The claims of an intent token (DESIGN.md, "The intent token").
 
@@ -124,9 +224,13 @@ class IntentClaims:
     role: str | None  # the member's role at signing time
     groups: tuple[str, ...]  # the member's group names at signing time, sorted
     apr: Approval | None = None  # who approved the plan, when a review rule asked a person
+    status: StatusReference | None = None  # where the token's revocation status is published
+    cnf: str | None = None  # the jkt of the key the token is bound to (DPoP)
+    parent: ParentReference | None = None  # the plan a child plan was delegated from
+    act: dict[str, Any] | None = None  # a child plan's delegation chain (RFC 8693)
 
     def to_payload(self) -> dict[str, Any]:
-        """The JSON object the control plane signs (``apr`` only when there is one)."""
+        """The JSON object the control plane signs (each optional claim only when set)."""
         payload: dict[str, Any] = {
             "iss": self.iss,
             "sub": self.sub,
@@ -144,6 +248,14 @@ class IntentClaims:
         }
         if self.apr is not None:
             payload["apr"] = self.apr.to_payload()
+        if self.status is not None:
+            payload["status"] = self.status.to_payload()
+        if self.cnf is not None:
+            payload["cnf"] = {"jkt": self.cnf}
+        if self.parent is not None:
+            payload["parent"] = self.parent.to_payload()
+        if self.act is not None:
+            payload["act"] = self.act
         return payload
 
     @classmethod
@@ -151,7 +263,8 @@ class IntentClaims:
         """The claims of a payload; TokenInvalid names the first missing or mistyped claim.
 
         Other members (a registered `nbf`, say) are ignored; an ``apr`` must cover the
-        token's own ``ph`` (`approval_claim`). Checks types, not signatures:
+        token's own ``ph`` (`approval_claim`); ``status``, ``cnf``, ``parent`` and ``act``
+        are optional and typed when present. Checks types, not signatures:
         give it only a payload whose signature verified.
         """
         return cls(
@@ -169,6 +282,10 @@ class IntentClaims:
             role=_role_claim(payload),
             groups=_groups_claim(payload),
             apr=approval_claim(payload),
+            status=status_claim(payload),
+            cnf=cnf_claim(payload),
+            parent=parent_claim(payload),
+            act=act_claim(payload),
         )
 
 

@@ -97,6 +97,13 @@ class Agent(models.Model):
     name = models.CharField(max_length=200)
     is_active = models.BooleanField("active", default=True)
     policy = models.ForeignKey("policies.Policy", on_delete=models.PROTECT, related_name="agents")
+    accepts_delegations = models.BooleanField(
+        default=False,
+        help_text=(
+            "Other agents of the team may delegate part of their plans to this agent"
+            " (child plans); an agent may always delegate to itself."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

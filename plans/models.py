@@ -112,10 +112,31 @@ class Plan(models.Model):
     #: the e-mail of the person who approved or denied
     approval_by = models.CharField(max_length=254, blank=True, db_index=True)
     approval_reason = models.TextField(blank=True)
+    #: the plan this one was delegated from (a child plan for a sub-agent); null for a plan
+    #: an agent declared itself
+    parent = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="children"
+    )
+    #: the RFC 8693 ``act`` chain signed into a child's tokens: who delegated to whom
+    act = models.JSONField(null=True, blank=True)
+    #: what a child plan reserved of its parent's allowance at delegation:
+    #: {"calls": {"<parent step index>": n}, "budgets": {"<parent budget id>": "<amount>"}}
+    reserved = models.JSONField(default=dict, blank=True)
+    #: the RFC 7638 thumbprint of the key its tokens are bound to (``cnf.jkt``); "" unbound
+    jkt = models.CharField(max_length=43, blank=True, default="")
+    #: the plan's index in its team's token status list (``status.status_list.idx``)
+    status_idx = models.PositiveIntegerField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["team", "-created_at"], name="plan_team_recent")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "status_idx"],
+                condition=models.Q(status_idx__isnull=False),
+                name="unique_status_idx_per_team",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.id} {self.goal[:40]}"

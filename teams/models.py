@@ -80,6 +80,16 @@ class Team(models.Model):
             " keeps their place in its chain and records each removal."
         ),
     )
+    require_token_binding = models.BooleanField(
+        default=False,
+        help_text=(
+            "Every plan's token is bound to its guard's key (DPoP, RFC 9449): a declaration"
+            " without a proof of that key is refused, and a copied token and API key are"
+            " useless from another process."
+        ),
+    )
+    #: the next index handed out in the team's token status list (plans.status_list)
+    status_list_next = models.PositiveIntegerField(default=0, editable=False)
     staff = models.ManyToManyField(
         settings.AUTH_USER_MODEL,
         blank=True,

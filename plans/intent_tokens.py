@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
-from guard.claims import Approval, IntentClaims
+from guard.claims import Approval, IntentClaims, ParentReference, StatusReference
 from guard.errors import TokenInvalid
 from guard.jwk import KeySet, public_jwk
 from guard.tokens import unverified_header, verify_intent_token
@@ -24,6 +24,7 @@ from policies.models import PolicyVersion
 
 from .keys import active_signer, signing_key_public
 from .models import Plan, SigningKey
+from .status_list import status_list_uri
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,20 @@ def intent_token_sign(
         role=role,
         groups=tuple(groups),
         apr=approval,
+        # What the plan's row says of its token: its place in the team's status list, the
+        # key it is bound to, the plan it was delegated from and who delegated it.
+        status=(
+            None
+            if plan.status_idx is None
+            else StatusReference(idx=plan.status_idx, uri=status_list_uri(plan.team_id))
+        ),
+        cnf=plan.jkt or None,
+        parent=(
+            None
+            if plan.parent is None
+            else ParentReference(jti=plan.parent.pk, ph=plan.parent.hash)
+        ),
+        act=plan.act,
     )
     return Signature(
         token=signer.sign(claims.to_payload()),

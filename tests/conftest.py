@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from rest_framework.test import APIClient
 
+from guard.agent.status_list import SHARED_STATUS_LISTS
 from members.models import Agent, Member
 from members.services import agent_create, api_key_create, member_upsert, team_get_or_create
 from policies.models import PolicyVersion
@@ -111,6 +113,14 @@ def make_agent(team: Team, name: str, policy_version: PolicyVersion) -> AgentPer
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
     return AgentPersona(agent=agent, api_key=plaintext, client=client, team=team)
+
+
+@pytest.fixture(autouse=True)
+def _no_status_list_held() -> Iterator[None]:
+    """The guards of a process share the status lists they read (by URL); a test's server
+    is not the next test's, so none is held from one test to the next."""
+    yield
+    SHARED_STATUS_LISTS.clear()
 
 
 @pytest.fixture

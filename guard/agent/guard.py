@@ -67,6 +67,7 @@ from guard.agent.refresher import Refresher
 from guard.agent.reporter import DEFAULT_RETRY_MAX_DELAY, DecisionReporter, ReporterStats
 from guard.agent.session import NO_PLAN, CallDecision, PlanState
 from guard.agent.status import DeclaredPlan, GuardStatus, awaiting_status, session_status
+from guard.agent.status_list import StatusListReader
 from guard.agent.status_watch import StatusWatcher
 from guard.agent.tools import declare_plan_result
 from guard.decisions import Decision, PlanOutcome
@@ -111,6 +112,10 @@ class Guard:
             that a revoked plan, a disabled member or agent, a revoked API key or signing
             key stops the calls within the team's bound (default: as `auto_refresh`; else
             only `poll_status` polls).
+        status_list: read the team's token status list instead of the per-plan feed when
+            the token names one (``status``) and the control plane serves it; one copy per
+            list is shared by the process's guards (guard.agent.status_list). False: the
+            per-plan feed only.
         report: post decisions to ``POST /v1/plans/{id}/events`` from a background thread,
             exactly once while the queue holds (see guard.agent.reporter).
         report_display_updates: also attach the ACP updates sent to `acp_sink`.
@@ -143,6 +148,7 @@ class Guard:
         refresh_margin: float | None = None,
         auto_refresh: bool = True,
         watch_status: bool | None = None,
+        status_list: bool = True,
         report: bool = True,
         report_display_updates: bool = True,
         report_interval: float = 1.0,
@@ -225,6 +231,15 @@ class Guard:
             current_plan=lambda: self._plan,
             block=self._decider.block,
             withdraw_token=self._refresher.withdraw,
+            status_lists=StatusListReader(
+                base_url=self.url,
+                issuer=self.issuer,
+                http=self._control_plane._http,
+                keys_for=self._jwks.keys_for,
+                wall=self._clock,
+            )
+            if status_list
+            else None,
         )
         self._decide = self._decider.decide  # bound once: `check` is the hot path
         self._plan: PlanState | None = None

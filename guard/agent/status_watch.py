@@ -18,6 +18,15 @@ refresh).
   disabled agent (``agent_disabled``).
 - Unreachable, throttled or failing (5xx): nothing changes; the guard keeps deciding with
   its valid token, as before the feed existed, and polls again at the same pace.
+
+When the token carries a ``status`` claim and the control plane serves its team's status
+list (guard.agent.status_list), the watch reads the list instead, every half of its
+``ttl``, from a copy shared by the process's guards; the feed is not asked. A status other
+than 0 stops the plan: the list says only "invalid", so the feed is asked once for the
+code (``plan_revoked`` when it cannot say). The feed stays the way for a token without a
+``status`` claim, for a control plane that answers the list with ``404`` (it predates the
+list), and for an index the list does not reach. A list that cannot be read (unreachable,
+5xx, a bad signature) changes nothing, as an unreachable feed changes nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from typing import Any, Final
 
 from guard.agent.http import ControlPlaneClient, ControlPlaneError, ControlPlaneUnavailable
 from guard.agent.session import CallDecision, PlanState
+from guard.agent.status_list import Reading, StatusListReader
 from guard.decisions import Decision
 
 __all__ = ["FEED_STOPS", "StatusWatcher"]
@@ -71,6 +81,7 @@ class StatusWatcher:
         current_plan: Callable[[], PlanState | None],
         block: Callable[[PlanState, CallDecision], None],
         withdraw_token: Callable[[PlanState, str], None],
+        status_lists: StatusListReader | None = None,
     ) -> None:
         self._control_plane = control_plane
         self._current_plan = current_plan
@@ -81,9 +92,17 @@ class StatusWatcher:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._etag: tuple[str, str | None, str] | None = None  # (plan id, kid, etag)
-        self.interval = DEFAULT_POLL_INTERVAL
+        self._lists = status_lists
+        self.interval = DEFAULT_POLL_INTERVAL  # the feed's pace
+        self.list_interval: float | None = None  # the list's, while the list is read
         self.polls = 0
         self.not_modified = 0
+        self.list_reads = 0
+
+    @property
+    def next_interval(self) -> float:
+        """How long the watch waits before its next look (before jitter)."""
+        return self.interval if self.list_interval is None else self.list_interval
 
     def poll(self) -> bool:
         """Ask the feed once about the current plan; True when the answer stopped it (or
@@ -91,6 +110,46 @@ class StatusWatcher:
         plan = self._current_plan()
         if plan is None or plan.blocked is not None or plan.ended:
             return False
+        reference = plan.token.claims.status
+        if reference is not None and self._lists is not None:
+            reading = self._lists.read(reference)
+            if reading.reading in (Reading.VALID, Reading.UNKNOWN, Reading.STOPPED):
+                self.list_reads += 1
+                self.list_interval = min(
+                    MAX_POLL_INTERVAL, max(MIN_POLL_INTERVAL, reading.interval)
+                )
+                if reading.reading is Reading.STOPPED:
+                    return self._listed_stop(plan, reading.status)
+                return False
+        # No status claim, a control plane without lists (404), or an index past the list.
+        self.list_interval = None
+        return self._poll_feed(plan)
+
+    def _listed_stop(self, plan: PlanState, status: int | None) -> bool:
+        """The list says the plan's token is not valid: ask the feed once for the code."""
+        stop = CallDecision(
+            Decision.PLAN_REVOKED,
+            f"the control plane's status list marks the plan's token invalid (status {status})",
+        )
+        try:
+            body, _ = self._control_plane.plan_status(plan.id, kid=plan.token.kid)
+        except ControlPlaneError as error:
+            if self._refused(plan, error):
+                return True
+        except ControlPlaneUnavailable as error:
+            logger.info("plangate guard: the status feed is unreachable: %s", error)
+        else:
+            code = body.get("code") if body is not None else None
+            if isinstance(code, str) and code in FEED_STOPS:
+                reason = str(body.get("reason") or code)[:300] if body else code
+                stop = CallDecision(FEED_STOPS[code], f"the control plane says {reason}")
+        logger.warning(
+            "plangate guard: plan %s stopped by the status list: %s", plan.id, stop.code.value
+        )
+        self._block(plan, stop)
+        return True
+
+    def _poll_feed(self, plan: PlanState) -> bool:
         kid = plan.token.kid
         etag = (
             self._etag[2] if self._etag is not None and self._etag[:2] == (plan.id, kid) else None
@@ -172,5 +231,5 @@ class StatusWatcher:
                 self.poll()
             except Exception:  # pragma: no cover - keep the watch alive
                 logger.exception("plangate guard: unexpected status feed failure")
-            wait = self.interval * random.uniform(JITTER, 1.0) - (time.monotonic() - started)
+            wait = self.next_interval * random.uniform(JITTER, 1.0) - (time.monotonic() - started)
             self._wake.wait(max(wait, 0.05))

@@ -24,6 +24,11 @@ every half ``ttl`` (jittered): a change reaches the guard within ``ttl`` of reac
 and a cache in front that holds it up to its ``max-age`` (= ``ttl``) keeps the total within
 the bound (2 x ``ttl``).
 
+A revoked signing key leaves the published key set (decision 0020) but flips no bit: with
+each list the process asks for the key set too (conditional, public, cacheable), and a
+watch whose token's key is no longer published withdraws the token, as the per-plan feed's
+``token_invalid`` does.
+
 What cannot be read changes nothing: unreachable, 5xx, a bad signature or an expired list
 leave the guard deciding with its valid token, as before the list existed. A ``404`` means
 a control plane that predates the list: the guard's watch asks the per-plan feed instead
@@ -33,6 +38,7 @@ a control plane that predates the list: the guard's watch asks the per-plan feed
 from __future__ import annotations
 
 import enum
+import json
 import logging
 import threading
 import time
@@ -201,12 +207,12 @@ class Fetched:
 Fetch = Callable[[str, str | None], Fetched]
 
 
-def http_fetch(client: httpx.Client) -> Fetch:
+def http_fetch(client: httpx.Client, *, accept: str = MEDIA_TYPE) -> Fetch:
     """A `Fetch` over `client`. No credential is sent: the list is public (a shared cache
     would otherwise keep a copy per API key, or none). Raises httpx.HTTPError."""
 
     def fetch(url: str, etag: str | None) -> Fetched:
-        headers = {"Accept": MEDIA_TYPE, "User-Agent": "plangate-guard/1"}
+        headers = {"Accept": accept, "User-Agent": "plangate-guard/1"}
         if etag:
             headers["If-None-Match"] = etag
         response = client.get(url, headers=headers)
@@ -234,6 +240,14 @@ class StatusReading:
     reading: Reading
     status: int | None
     interval: float
+    published_kids: frozenset[str] | None = None
+    kids_at: float = float("-inf")
+
+    def key_withdrawn(self, kid: str, issued_at: float) -> bool:
+        """The control plane no longer publishes `kid` (it was revoked), in a key set
+        fetched after a token signed at `issued_at`, so not merely older than the key."""
+        kids = self.published_kids
+        return kids is not None and kid not in kids and self.kids_at > issued_at
 
 
 class _Entry:
@@ -242,6 +256,9 @@ class _Entry:
         "failure",
         "fetched_at",
         "fetches",
+        "jwks_etag",
+        "kids",
+        "kids_at",
         "list",
         "lock",
         "missing_until",
@@ -259,6 +276,11 @@ class _Entry:
         self.missing_until = float("-inf")
         self.fetches = 0
         self.failure: str | None = None
+        # The key ids the control plane publishes, asked with the list (wall time of the
+        # answer): a token whose key left them was signed by a revoked key.
+        self.kids: frozenset[str] | None = None
+        self.kids_at = float("-inf")
+        self.jwks_etag: str | None = None
 
 
 class StatusListCache:
@@ -308,23 +330,46 @@ class StatusListCache:
         fetch: Fetch,
         keys_for: Callable[[object], KeySet],
         wall: Callable[[], float] = time.time,
+        fetch_jwks: Fetch | None = None,
     ) -> StatusReading:
         entry = self._entry(url, reference.uri)
         with entry.lock:
             now = self._clock()
             if now >= entry.missing_until and now >= entry.next_fetch_at:
                 self._fetch(entry, url, now, fetch, keys_for, wall)
+                if fetch_jwks is not None and now >= entry.missing_until:
+                    self._fetch_kids(entry, fetch_jwks, wall)
             ttl = entry.list.ttl if entry.list is not None else DEFAULT_TTL
             interval = ttl * WATCH_SHARE
             if now < entry.missing_until:
                 return StatusReading(Reading.UNSUPPORTED, None, interval)
-            held = entry.list
+            held, kids, kids_at = entry.list, entry.kids, entry.kids_at
             if held is None or wall() - LEEWAY >= held.expires_at:
-                return StatusReading(Reading.UNKNOWN, None, interval)
+                return StatusReading(Reading.UNKNOWN, None, interval, kids, kids_at)
         status = held.status(reference.idx)
         if status is None:
-            return StatusReading(Reading.OUT_OF_RANGE, None, interval)
-        return StatusReading(Reading.VALID if status == 0 else Reading.STOPPED, status, interval)
+            return StatusReading(Reading.OUT_OF_RANGE, None, interval, kids, kids_at)
+        reading = Reading.VALID if status == 0 else Reading.STOPPED
+        return StatusReading(reading, status, interval, kids, kids_at)
+
+    @staticmethod
+    def _fetch_kids(entry: _Entry, fetch_jwks: Fetch, wall: Callable[[], float]) -> None:
+        """Ask for the published key set with its ETag; a failure keeps what is held."""
+        try:
+            answer = fetch_jwks("", entry.jwks_etag if entry.kids is not None else None)
+        except (httpx.HTTPError, OSError):
+            return
+        if answer.status == 304 and entry.kids is not None:
+            entry.kids_at = wall()
+            return
+        if answer.status != 200 or answer.body is None:
+            return
+        try:
+            document = json.loads(answer.body)
+        except ValueError:
+            return
+        entry.kids = frozenset(KeySet(document).kids) if isinstance(document, dict) else None
+        entry.kids_at, entry.jwks_etag = wall(), answer.etag
 
     def _fetch(
         self,
@@ -398,6 +443,9 @@ class StatusListReader:
         self.base_url = base_url
         self.issuer = issuer
         self._fetch = http_fetch(http)
+        jwks = http_fetch(http, accept="application/jwk-set+json, application/json")
+        jwks_url = base_url.rstrip("/") + "/v1/keys/jwks"
+        self._fetch_jwks: Fetch = lambda _, etag: jwks(jwks_url, etag)
         self._keys_for = keys_for
         self.cache = cache if cache is not None else SHARED_STATUS_LISTS
         self._wall = wall
@@ -412,4 +460,5 @@ class StatusListReader:
             fetch=self._fetch,
             keys_for=self._keys_for,
             wall=self._wall,
+            fetch_jwks=self._fetch_jwks,
         )

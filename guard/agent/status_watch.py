@@ -120,6 +120,12 @@ class StatusWatcher:
                 )
                 if reading.reading is Reading.STOPPED:
                     return self._listed_stop(plan, reading.status)
+                token = plan.token
+                if token.withdrawn is None and reading.key_withdrawn(token.kid, token.claims.iat):
+                    self._withdraw_token(
+                        plan, f"its signing key {token.kid} is no longer published (revoked)"
+                    )
+                    return True
                 return False
         # No status claim, a control plane without lists (404), or an index past the list.
         self.list_interval = None

@@ -330,6 +330,7 @@ class Control:
         self.flipped: dict[int, int] = {}
         self.list_status = 200
         self.feed_status: int | None = None  # None: the real feed
+        self.key_revoked = False  # the signer's key left the published set
         self.reissue = reissuing(signer, self.edit)
         self.monotonic = Monotonic()
 
@@ -346,6 +347,8 @@ class Control:
                 text=token,
                 headers={"Content-Type": "application/statuslist+jwt", "ETag": '"1"'},
             )
+        if request.url.path == "/v1/keys/jwks" and self.key_revoked:
+            return response
         if request.url.path.endswith("/status") and self.feed_status is not None:
             return httpx.Response(self.feed_status, json={"code": "server_error"})
         return self.reissue(request, response)
@@ -421,6 +424,20 @@ def test_the_feed_says_which_stop_a_flipped_bit_is(make_any_guard, control, agen
 
     assert guard.poll_status() is True
     assert guard.check("github_list_issues", REPO).code == Decision.USER_DISABLED
+
+
+def test_a_token_whose_key_left_the_key_set_is_withdrawn(make_any_guard, control, switchboard):
+    guard = make_any_guard()
+    guard.declare(plan_document())
+    assert guard.poll_status() is False
+
+    control.key_revoked = True
+    next_period(control)
+    assert guard.poll_status() is True
+
+    assert guard.check("github_list_issues", REPO).code == Decision.TOKEN_INVALID
+    assert feed_requests(switchboard) == 0
+    assert switchboard.count("/v1/keys/jwks") >= 2
 
 
 def test_a_server_without_lists_is_watched_through_the_feed(make_any_guard, control, switchboard):

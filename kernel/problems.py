@@ -70,6 +70,9 @@ class Code(StrEnum):
     SERVER_ERROR = "server_error"
     NO_SIGNING_KEY = "no_signing_key"
     DATABASE_UNAVAILABLE = "database_unavailable"
+    DELEGATION_WIDENS = "delegation_widens"
+    DELEGATION_REFUSED = "delegation_refused"
+    BUDGET_UNAVAILABLE = "budget_unavailable"
 
 
 # What each code answers. Keyed by Code; a Code is a str, so a plain string looks up too.
@@ -105,6 +108,9 @@ PROBLEMS: dict[Code, Problem] = {
     Code.SERVER_ERROR: Problem(500, "Internal error"),
     Code.NO_SIGNING_KEY: Problem(503, "No signing key is available"),
     Code.DATABASE_UNAVAILABLE: Problem(503, "The database is unavailable"),
+    Code.DELEGATION_WIDENS: Problem(403, "The child plan admits calls its parent does not"),
+    Code.DELEGATION_REFUSED: Problem(403, "That agent cannot receive this delegation"),
+    Code.BUDGET_UNAVAILABLE: Problem(409, "The parent plan has not that much left"),
 }
 
 

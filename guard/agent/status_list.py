@@ -20,9 +20,9 @@ there; a uri outside the issuer contributes its path only.
 How often: a process asks for a list at most once per `REFETCH_SHARE` x its ``ttl`` (the
 team's poll interval, half its revocation bound), with ``If-None-Match`` so that an unchanged
 list costs a ``304``; every guard of the process reads the copy held. A watch reads it
-every half ``ttl`` (jittered): a change reaches the guard within ``ttl`` of reaching the URL,
-and a cache in front that holds it up to its ``max-age`` (= ``ttl``) keeps the total within
-the bound (2 x ``ttl``).
+every half ``ttl`` (jittered): a change reaches the guard within 0.85 ``ttl`` of reaching
+the URL, and a cache in front that holds it up to its ``max-age`` (= ``ttl``) keeps the
+total within the bound (2 x ``ttl``).
 
 A revoked signing key leaves the published key set (decision 0020) but flips no bit: with
 each list the process asks for the key set too (conditional, public, cacheable), and a
@@ -76,9 +76,14 @@ ACCEPTED_BITS: Final = frozenset({1, 2, 4, 8})
 # inflated (a small zlib stream can expand a thousandfold).
 MAX_LIST_BYTES: Final = 16 * 1024 * 1024
 # Each process asks at most once per this share of the list's ttl; a watch reads the copy
-# every half ttl (jittered down to 0.8 of it), so its own read always finds it due.
-REFETCH_SHARE: Final = 0.4
+# every half ttl (jittered down to 0.8 of it: 0.4 ttl), so its own read finds it due. The
+# worst case stays within the bound (2 ttl): a cache in front may hold the list for its
+# max-age (ttl), then up to 0.35 ttl in the process and 0.5 ttl until the watch reads it.
+REFETCH_SHARE: Final = 0.35
 WATCH_SHARE: Final = 0.5
+# The key set is asked at most once per this share of the ttl (a key revoked is noticed
+# within 0.9 + 0.5 ttl of leaving it), not with every list: it changes far more rarely.
+KEYS_SHARE: Final = 0.9
 DEFAULT_TTL: Final = 5.0  # until a list has said its ttl
 MIN_TTL: Final = 1.0
 MAX_TTL: Final = 60.0
@@ -259,6 +264,7 @@ class _Entry:
         "jwks_etag",
         "kids",
         "kids_at",
+        "kids_next_at",
         "list",
         "lock",
         "missing_until",
@@ -281,6 +287,7 @@ class _Entry:
         self.kids: frozenset[str] | None = None
         self.kids_at = float("-inf")
         self.jwks_etag: str | None = None
+        self.kids_next_at = float("-inf")
 
 
 class StatusListCache:
@@ -337,7 +344,9 @@ class StatusListCache:
             now = self._clock()
             if now >= entry.missing_until and now >= entry.next_fetch_at:
                 self._fetch(entry, url, now, fetch, keys_for, wall)
-                if fetch_jwks is not None and now >= entry.missing_until:
+                if fetch_jwks is not None and now >= max(entry.missing_until, entry.kids_next_at):
+                    ttl = entry.list.ttl if entry.list is not None else DEFAULT_TTL
+                    entry.kids_next_at = now + ttl * KEYS_SHARE
                     self._fetch_kids(entry, fetch_jwks, wall)
             ttl = entry.list.ttl if entry.list is not None else DEFAULT_TTL
             interval = ttl * WATCH_SHARE

@@ -57,6 +57,8 @@ class AuditRecord(models.Model):
         APPROVAL_EXPIRED = "approval_expired", "approval expired"
         #: approvers were told (an e-mail, a webhook attempt): appended by notify/
         APPROVAL_NOTIFIED = "approval_notified", "approvers notified"
+        #: an agent delegated part of its plan (``plan_id``) to a child plan
+        PLAN_DELEGATED = "plan_delegated", "plan delegated"
 
     team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="+")
     at = models.DateTimeField(default=timezone.now)

@@ -42,6 +42,7 @@ from kernel.sql import row_insert_if_new, rows_insert
 from members.models import Agent
 
 from .decided_under import TokenVersion, decided_under
+from .lineage import descendants_end
 from .models import Plan, PlanDisplayUpdate, PlanEvent, PlanEventBatch, PlanToken
 from .records import agent_actor
 from .services import plan_get_for_agent
@@ -135,6 +136,8 @@ def plan_events_record(
         if valid.end is not None:
             status = _end(plan, valid.end, now)
             records.append(_ended_record(plan, agent, valid.end, status, now))
+            # Its child plans, and theirs, end with it (plans.lineage).
+            records += descendants_end(plan, status=status, actor=agent_actor(agent), now=now)
         if records:
             records_append(records)
     return RecordedEvents(

@@ -34,6 +34,7 @@ from .intent_tokens import (
     refresh_token_kid,
     refresh_token_verify,
 )
+from .lineage import ancestors_require_live, descendants_for_update
 from .models import Plan, PlanToken
 from .records import (
     RefusalContext,
@@ -92,7 +93,7 @@ def token_ttl_resolve(ttl: int | None) -> int:
     return ttl
 
 
-def _member_require_known(member: Member | None, email: str) -> Member:
+def member_require_known(member: Member | None, email: str) -> Member:
     """The member of the agent's team with this e-mail (matched case-insensitively by
     plans.selectors.signing_context_read), or ``unknown_user``; also ``unknown_user`` when
     the e-mail matched only through a character that lowercases into another one (U+212A
@@ -112,13 +113,13 @@ def _member_require_known(member: Member | None, email: str) -> Member:
     return member
 
 
-def _member_require_active(member: Member) -> Member:
+def member_require_active(member: Member) -> Member:
     if not member.is_active:
         raise DomainError(Code.USER_DISABLED, f"{member.email} is disabled.")
     return member
 
 
-def _admitted_policy_version(
+def admitted_policy_version(
     agent: Agent,
     plan: dict,
     context: SigningContext,
@@ -144,7 +145,7 @@ def _admitted_policy_version(
     return version
 
 
-def _argument_warnings(
+def argument_warnings(
     version: PolicyVersion, plan: dict, role: str | None, groups: list[str]
 ) -> tuple[StepWarning, ...]:
     """The admitted plan's step arguments for which the policy may still refuse calls: left
@@ -153,14 +154,14 @@ def _argument_warnings(
     its calls (guard.policy_evaluation.plan_argument_warnings, on guard.relation): told at
     signing time so the developer need not learn it from blocked calls. Never a refusal; a
     step no admitting rule lets any call of through, or every call of which a deny rule
-    refuses, is refused by ``_admitted_policy_version``."""
-    # denials=(): _admitted_policy_version has refused any plan with a denial.
+    refuses, is refused by ``admitted_policy_version``."""
+    # denials=(): admitted_policy_version has refused any plan with a denial.
     return tuple(
         plan_argument_warnings(version.document, plan, role=role, groups=groups, denials=())
     )
 
 
-def _record_token(
+def token_record(
     *,
     plan: Plan,
     kind: str,
@@ -217,10 +218,10 @@ def _plan_issue(
     agent_require_active(agent=agent)
     # One read for the member, their role and groups, the policy version and the key.
     context = signing_context_read(agent=agent, member_email=plan_document["user"])
-    member = _member_require_active(_member_require_known(context.member, plan_document["user"]))
+    member = member_require_active(member_require_known(context.member, plan_document["user"]))
     role, groups = context.role, context.groups
-    version = _admitted_policy_version(agent, plan_document, context, refusal)
-    warnings = _argument_warnings(version, plan_document, role, groups)
+    version = admitted_policy_version(agent, plan_document, context, refusal)
+    warnings = argument_warnings(version, plan_document, role, groups)
     now = timezone.now()
     plan = Plan(
         # The team itself, not only its id: the answer reads its log_call_arguments.
@@ -236,7 +237,7 @@ def _plan_issue(
         created_at=now,
         expires_at=now + timedelta(seconds=settings.PLANGATE_PLAN_MAX_AGE),
     )
-    # denials=(): _admitted_policy_version has refused any plan with a denial.
+    # denials=(): admitted_policy_version has refused any plan with a denial.
     reviews = plan_reviews(version.document, plan_document, role=role, groups=groups, denials=())
     if reviews:
         return plan_approval_request(plan=plan, reviews=reviews, now=now)
@@ -259,7 +260,7 @@ def _plan_issue(
             expires_at=signature.expires_at,
             ttl=ttl,
         )
-        return _record_token(
+        return token_record(
             plan=plan,
             kind=PlanToken.Kind.ISSUE,
             signature=signature,
@@ -311,6 +312,11 @@ def _plan_refresh(
         raise DomainError(Code.PLAN_REVOKED, "The plan was revoked; declare a new plan.")
     if plan.status == Plan.Status.EXPIRED or plan.is_expired(now):
         raise DomainError(Code.PLAN_EXPIRED, "The plan is past its lifetime; declare a new plan.")
+    if plan.parent_id is not None:
+        # A child plan is never signed past its parent: its own expires_at was capped at the
+        # parent's when it was delegated, and a revoked or ended ancestor revoked or ended
+        # it too; read again here all the same (intent_token_sign caps exp at expires_at).
+        plan.expires_at = ancestors_require_live(plan, now)
     return plan_token_sign_current(
         plan=plan,
         agent=agent,
@@ -341,17 +347,17 @@ def plan_token_sign_current(
     # The plan's member by id, read with the plan: the person the plan was declared for,
     # even if their e-mail was edited since. Their role and groups, the policy version and
     # the key that signs are read now, in one statement.
-    member = _member_require_active(plan.member)
+    member = member_require_active(plan.member)
     if context is None:  # the caller has not read it in this request
         context = signing_context_read(agent=agent, member_id=member.pk)
     role, groups = context.role, context.groups
-    version = _admitted_policy_version(agent, plan.document, context, refusal)
+    version = admitted_policy_version(agent, plan.document, context, refusal)
     approval = approval_still_covers(
         plan=plan,
         reviews=plan_reviews(version.document, plan.document, role=role, groups=groups, denials=()),
     )
     # The policy may have changed since issuance: the same warnings, against the new one.
-    warnings = _argument_warnings(version, plan.document, role, groups)
+    warnings = argument_warnings(version, plan.document, role, groups)
     signature = intent_token_sign(
         plan=plan,
         member=member,
@@ -389,7 +395,7 @@ def plan_token_sign_current(
                 issued_at=signature.issued_at,
                 expires_at=signature.expires_at,
             )
-        return _record_token(
+        return token_record(
             plan=plan,
             kind=kind,
             signature=signature,
@@ -443,6 +449,8 @@ def plan_revoke(
     *, plan: Plan, by: str | None = None, reason: str = "", now: datetime | None = None
 ) -> bool:
     """Revoke the plan; its next refresh answers ``plan_revoked``. True when it changed.
+    Every plan delegated from it, directly or not, is revoked in the same transaction,
+    each with its own record, the reason naming this plan (plans.lineage).
 
     ``by`` is who revoked (an admin's username, ``manage.py revoke_plan``): the door's
     actor (audit.actors.acting_as) when not given. Who, when and the optional ``reason``
@@ -459,8 +467,19 @@ def plan_revoke(
         )
         if changed:
             plan_revoked_record(plan=plan, by=by, reason=reason, at=now)
+        _descendants_revoke(plan, by=by, reason=reason, now=now)
     plan.refresh_from_db(fields=["status", "revoked_at", "revoked_by", "revoke_reason"])
     return bool(changed)
+
+
+def _descendants_revoke(plan: Plan, *, by: str, reason: str, now: datetime) -> None:
+    """Revoke every descendant of ``plan`` not revoked yet (the caller's transaction)."""
+    because = f"parent plan {plan.pk} was revoked" + (f": {reason}" if reason else "")
+    for descendant in descendants_for_update(plan).exclude(status=Plan.Status.REVOKED):
+        Plan.objects.filter(pk=descendant.pk).update(
+            status=Plan.Status.REVOKED, revoked_at=now, revoked_by=by, revoke_reason=because
+        )
+        plan_revoked_record(plan=descendant, by=by, reason=because, at=now)
 
 
 def plans_expire(*, now: datetime | None = None) -> int:

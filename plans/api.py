@@ -42,6 +42,7 @@ from .api_schema import (
 )
 from .approval_tokens import plan_approved_token_issue
 from .approvals import ApprovalRequested
+from .delegation import plan_delegate
 from .event_credentials import PlanTokenAuthentication, PlanTokenCredential, PlanTokenRateThrottle
 from .event_intake import plan_events_record
 from .keys import jwks_document
@@ -53,12 +54,15 @@ from .records import (
 )
 from .serializers import (
     ApprovalRequestedSerializer,
+    DelegatedTokenSerializer,
     EventBatchSerializer,
     IntentTokenSerializer,
     PlanDeclarationSerializer,
+    PlanDelegationSerializer,
     PlanDetailSerializer,
     PlanRefreshSerializer,
     PlanTokenRequestSerializer,
+    delegated_token_body,
     intent_token_body,
 )
 from .services import (
@@ -235,6 +239,53 @@ class PlanTokenView(RecordedRefusalsView):
             agent=request_agent(request), plan_id=plan_id, ttl=body.get("ttl")
         )
         return Response(intent_token_body(issued))
+
+
+class PlanDelegationView(RecordedRefusalsView):
+    """Delegate part of the caller's plan to a child plan (plans.delegation). Every
+    delegation, signed or refused, is recorded in the team's audit trail."""
+
+    refusal_kind = AuditRecord.Kind.PLAN_REFUSED
+
+    def refusal_context(self, request: Request) -> RefusalContext:
+        context = declaration_context(_request_body(request))
+        plan_id = str(self.kwargs.get("plan_id", ""))
+        context.named_plan_id = refresh_context(plan_id).named_plan_id
+        return context
+
+    @extend_schema(
+        operation_id="plans_delegate",
+        summary="Delegate part of a plan to a child plan for a sub-agent",
+        description=(
+            "Called with the parent plan's agent's API key. 201 with the child's token: the"
+            " issuance body plus `parent`, `agent` and `reserved`. Each child step must be"
+            " inside a step of the parent (same tool, every pinned argument pinned inside"
+            " it, a closed step only by a closed step; a parent step with `after` is not"
+            " delegated), and each parent budget counting that step matched by a child"
+            " budget over the same argument. The child reserves its `maxCalls` and budget"
+            " `max` from what the parent has left (never given back); its user is the"
+            " parent's, its lifetime ends with the parent's, and revoking or ending the"
+            " parent stops it. 403 `delegation_widens` at the widening field, 409"
+            " `budget_unavailable` at the `maxCalls` or `max` that does not fit, 403"
+            " `delegation_refused` at `agent`, 410 `plan_revoked` / `plan_expired` for a"
+            " parent (or an ancestor) no longer active, 404 for a plan not the caller's."
+        ),
+        request=PlanDelegationSerializer,
+        responses={
+            201: DelegatedTokenSerializer,
+            **refusals(400, 401, 403, 404, 409, 410, 429, 503),
+        },
+    )
+    def post(self, request: Request, plan_id: str) -> Response:
+        body = PlanDelegationSerializer.validated(request.data)
+        delegated = plan_delegate(
+            agent=request_agent(request),
+            parent_id=plan_id,
+            document=body["plan"],
+            to_agent_id=body.get("agent"),
+            ttl=body.get("ttl"),
+        )
+        return Response(delegated_token_body(delegated), status=201)
 
 
 class PlanRefreshView(RecordedRefusalsView):

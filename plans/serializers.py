@@ -34,6 +34,7 @@ from guard.policy_evaluation import (
 from guard.utc import isoformat_z
 
 from .approvals import APPROVAL_UNAVAILABLE, ApprovalRequested, approval_queue_url
+from .delegation import DelegatedToken
 from .models import Plan, PlanToken
 from .services import IssuedToken, token_ttl_bounds
 
@@ -222,6 +223,22 @@ class PlanRefreshSerializer(RequestBodySerializer):
     ttl = TtlField()
 
 
+class PlanDelegationSerializer(RequestBodySerializer):
+    """A child plan to sign from the plan in the path, for the caller or another agent."""
+
+    plan = PlanDocumentField(
+        help_text="the child plan, version 1 or 2: each step inside a step of the parent,"
+        " for the parent's user"
+    )
+    agent = StrictCharField(
+        required=False,
+        max_length=26,
+        help_text="the agent that receives the child plan: the caller when left out, or an"
+        " active agent of its team that accepts delegations",
+    )
+    ttl = TtlField()
+
+
 class PlanTokenRequestSerializer(RequestBodySerializer):
     """Nothing is needed: the plan is named by the path. A body may ask a lifetime."""
 
@@ -352,6 +369,62 @@ def intent_token_body(issued: IssuedToken) -> dict[str, Any]:
             }
             for warning in issued.warnings
         ],
+    }
+
+
+class ParentRefSerializer(serializers.Serializer):
+    """The plan a child plan was delegated from."""
+
+    id = serializers.CharField(help_text="the parent plan's id (the child token's parent.jti)")
+    planHash = serializers.CharField(
+        source="hash", help_text="its plan hash (the child token's parent.ph)"
+    )
+
+
+# From a Plan.reserved.
+class ReservationSerializer(serializers.Serializer):
+    """What the child plan took from its parent at delegation, never given back."""
+
+    calls = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="parent step index (as text) -> calls reserved from its maxCalls",
+    )
+    budgets = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="parent budget id -> amount reserved from its max, as an exact decimal",
+    )
+    steps = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="child step index (as text) -> the parent step it reserved from",
+    )
+
+
+# From a plans.delegation.DelegatedToken.
+class DelegatedTokenSerializer(IntentTokenSerializer):
+    """A child plan's first token: the issuance answer, its parent and its reservation."""
+
+    id = serializers.CharField(source="issued.plan.id", help_text="the child plan's id")
+    token = serializers.CharField(source="issued.token", help_text="compact JWS")
+    planHash = serializers.CharField(source="issued.plan.hash")
+    expiresAt = UtcDateTimeField(source="issued.expires_at")
+    policy = PolicyRefSerializer(source="issued.policy_version")
+    reportArguments = serializers.BooleanField(source="issued.plan.team.log_call_arguments")
+    warnings = IssuanceWarningSerializer(many=True, source="issued.warnings")
+    parent = ParentRefSerializer(help_text="the plan it was delegated from")
+    agent = serializers.CharField(
+        source="issued.plan.agent_id", help_text="the agent that receives it"
+    )
+    reserved = ReservationSerializer()
+
+
+def delegated_token_body(delegated: DelegatedToken) -> dict[str, Any]:
+    """What DelegatedTokenSerializer declares: the issuance body, the parent, the
+    receiving agent and the reservation."""
+    return {
+        **intent_token_body(delegated.issued),
+        "parent": {"id": delegated.parent.id, "planHash": delegated.parent.hash},
+        "agent": delegated.issued.plan.agent_id,
+        "reserved": delegated.reserved,
     }
 
 

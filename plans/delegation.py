@@ -250,10 +250,15 @@ def _user_require_parents(found: Any, user: str, parent: Plan) -> None:
 
 
 def _step_inside(
-    child: Mapping[str, Any], parent: Mapping[str, Any], path: str
+    child: Mapping[str, Any],
+    parent: Mapping[str, Any],
+    path: str,
+    child_summed: frozenset[str] = frozenset(),
+    parent_summed: frozenset[str] = frozenset(),
 ) -> list[FieldError]:
     """Why the calls of child step ``child`` (at ``path``) are not all calls of parent step
-    ``parent``; empty when they are."""
+    ``parent``; empty when they are. ``*_summed``: the arguments the budgets counting each
+    step sum, which a closed step admits too (guard.plan's allowed_arguments)."""
     if child["tool"] != parent["tool"]:
         return [FieldError(key_path(path, "tool"), f"the parent step calls {parent['tool']}")]
     errors: list[FieldError] = []
@@ -287,8 +292,8 @@ def _step_inside(
                 key_path(key_path(path, "args"), name),
                 "the parent step is closed and does not name it",
             )
-            for name in child_args
-            if name not in parent["args"]
+            for name in sorted(set(child_args) | child_summed)
+            if name not in parent["args"] and name not in parent_summed
         )
     if parent.get("after") and not errors:
         errors.append(
@@ -307,12 +312,15 @@ def _parent_steps_holding(child: Mapping[str, Any], parent: Mapping[str, Any]) -
     same tool, or its tool)."""
     holding: list[list[int]] = []
     errors: list[FieldError] = []
+    child_summed, parent_summed = _summed_arguments(child), _summed_arguments(parent)
     with relation_budget():
         for index, step in enumerate(child["steps"]):
             path = index_path("plan.steps", index)
             inside, first_reasons = [], None
             for parent_index, parent_step in enumerate(parent["steps"]):
-                reasons = _step_inside(step, parent_step, path)
+                reasons = _step_inside(
+                    step, parent_step, path, child_summed[index], parent_summed[parent_index]
+                )
                 if not reasons:
                     inside.append(parent_index)
                 elif first_reasons is None and parent_step["tool"] == step["tool"]:
@@ -398,6 +406,14 @@ def _budgets_matched(
             return None
         matched[parent_budget] = found
     return matched
+
+
+def _summed_arguments(document: Mapping[str, Any]) -> list[frozenset[str]]:
+    """For each step, the arguments the budgets counting it sum."""
+    budgets = document.get("budgets", ())
+    return [
+        frozenset(budgets[k]["arg"] for k in counting) for counting in _budget_indexes(document)
+    ]
 
 
 def _reserve(

@@ -149,7 +149,6 @@ def _plan_delegate(
         expires_at=min(parent.expires_at, now + timedelta(seconds=settings.PLANGATE_PLAN_MAX_AGE)),
         parent=parent,
         act=act,
-        jkt=parent.jkt,
     )
     signature = intent_token_sign(
         plan=child,

@@ -88,7 +88,12 @@ def named_row_created(team: Team, object_type: str, row: Role | Group) -> None:
 
 def agent_state(agent: Agent) -> dict[str, Any]:
     """An agent as its change records show it."""
-    return {"name": agent.name, "policy": agent.policy.slug, "is_active": agent.is_active}
+    return {
+        "name": agent.name,
+        "policy": agent.policy.slug,
+        "is_active": agent.is_active,
+        "accepts_delegations": agent.accepts_delegations,
+    }
 
 
 def agent_change_record(agent: Agent, before: dict[str, Any] | None) -> None:

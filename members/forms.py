@@ -60,7 +60,7 @@ class MemberForm(ServiceModelForm):
 class AgentForm(ServiceModelForm):
     class Meta:
         model = Agent
-        fields = ["team", "name", "policy", "is_active"]
+        fields = ["team", "name", "policy", "is_active", "accepts_delegations"]
 
     def save_through_service(self) -> Agent:
         data = self.cleaned_data
@@ -70,6 +70,7 @@ class AgentForm(ServiceModelForm):
                 name=data["name"],
                 policy=data["policy"],
                 is_active=data["is_active"],
+                accepts_delegations=data["accepts_delegations"],
             )
         # The team is read-only once the agent exists.
         return agent_update(
@@ -77,4 +78,5 @@ class AgentForm(ServiceModelForm):
             name=data["name"],
             policy=data["policy"],
             is_active=data["is_active"],
+            accepts_delegations=data["accepts_delegations"],
         )

@@ -236,9 +236,24 @@ def _agent_save(agent: Agent) -> Agent:
     return agent
 
 
-def agent_create(*, team: Team, name: str, policy: Policy, is_active: bool = True) -> Agent:
+def agent_create(
+    *,
+    team: Team,
+    name: str,
+    policy: Policy,
+    is_active: bool = True,
+    accepts_delegations: bool = False,
+) -> Agent:
     with transaction.atomic():
-        agent = _agent_save(Agent(team=team, name=name, policy=policy, is_active=is_active))
+        agent = _agent_save(
+            Agent(
+                team=team,
+                name=name,
+                policy=policy,
+                is_active=is_active,
+                accepts_delegations=accepts_delegations,
+            )
+        )
         agent_change_record(agent, None)
     return agent
 
@@ -249,6 +264,7 @@ def agent_update(
     name: str | None = None,
     policy: Policy | None = None,
     is_active: bool | None = None,
+    accepts_delegations: bool | None = None,
 ) -> Agent:
     """Change the given fields; an agent keeps its team (its plans and keys were issued
     there)."""
@@ -261,6 +277,8 @@ def agent_update(
             agent.policy = policy
         if is_active is not None:
             agent.is_active = is_active
+        if accepts_delegations is not None:
+            agent.accepts_delegations = accepts_delegations
         _agent_save(agent)
         agent_change_record(agent, agent_state(stored) if stored is not None else None)
     return agent

@@ -154,7 +154,8 @@ class AgentAdmin(ServiceSavedAdmin, PlangateModelAdmin):
         )
 
     def get_fields(self, request, obj=None):
-        return ["team", "name", "policy", "is_active"] + (["id", "created_at"] if obj else [])
+        fields = ["team", "name", "policy", "is_active", "accepts_delegations"]
+        return fields + (["id", "created_at"] if obj else [])
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change=change, **kwargs)

@@ -393,8 +393,12 @@ class StatusListCache:
         entry.fetched_at = now
         ttl = entry.list.ttl if entry.list is not None else DEFAULT_TTL
         entry.next_fetch_at = now + ttl * REFETCH_SHARE
+        # A 304 keeps the copy held, and with it its exp: one about to expire is asked for
+        # in full, so that a server whose ETag follows the bits alone re-sends it.
+        held = entry.list
+        fresh = held is not None and held.expires_at - LEEWAY > wall() + 2 * held.ttl
         try:
-            answer = fetch(url, entry.etag if entry.list is not None else None)
+            answer = fetch(url, entry.etag if fresh else None)
         except (httpx.HTTPError, OSError) as error:
             self._failed(entry, f"unreachable: {error}")
             return

@@ -508,3 +508,14 @@ def test_the_list_is_fetched_from_the_guards_url_without_credentials(
     guard.poll_status()
 
     assert seen == [("http://testserver/v1/status-lists/7", None)]
+
+
+def test_a_list_near_its_exp_is_asked_for_in_full(signer, keys, monotonic):
+    cache = StatusListCache(clock=monotonic)
+    server = FakeServer(list_token(signer, {}, ttl=10, exp=int(time.time()) + 45))
+    read = reader(cache, server, keys)
+    assert read(5).reading is Reading.VALID
+    monotonic.now += 4
+
+    read(5)
+    assert server.requests == [None, None]  # no If-None-Match: a 304 would keep the exp

@@ -536,3 +536,73 @@ def _moment(value: datetime) -> str:
 
 def _deadline(plan: Plan) -> str:
     return _moment(plan.approval_deadline) if plan.approval_deadline is not None else "—"
+
+
+@dataclass(frozen=True)
+class DelegatedChild:
+    """A plan delegated from the one shown: its link, agent, status and reservation."""
+
+    url: str
+    plan: Plan
+    status: str
+    reserved: str
+
+
+@dataclass(frozen=True)
+class DelegationTree:
+    """Where the plan stands among delegations: the plan it was delegated from (and what
+    it reserved of it), the chain of agents, and the plans delegated from it."""
+
+    parent_url: str | None
+    parent_id: str | None
+    chain: list[str]
+    reserved: str
+    children: list[DelegatedChild]
+
+    def __bool__(self) -> bool:
+        return self.parent_id is not None or bool(self.children)
+
+
+def reservation_text(reserved: object) -> str:
+    """``2 calls of step 1, 50 of budget spend``, as people count steps (from 1)."""
+    if not isinstance(reserved, dict):
+        return "—"
+    parts = [
+        f"{count} call{'s' if count != 1 else ''} of step {int(step) + 1}"
+        for step, count in (reserved.get("calls") or {}).items()
+    ]
+    parts += [
+        f"{amount} of budget {budget}" for budget, amount in (reserved.get("budgets") or {}).items()
+    ]
+    return ", ".join(parts) or "nothing"
+
+
+def _actors(act: object) -> list[str]:
+    """The agent ids of an ``act`` chain, the acting agent first."""
+    chain: list[str] = []
+    while isinstance(act, dict) and isinstance(act.get("sub"), str) and len(chain) < 16:
+        chain.append(act["sub"])
+        act = act.get("act")
+    return chain
+
+
+def delegation_tree(plan: Plan) -> DelegationTree:
+    """The plan's parent and children, read in one query for the children."""
+    children = [
+        DelegatedChild(
+            url=change_url("plans", "plan", child.pk),
+            plan=child,
+            status=plan_display_status(child),
+            reserved=reservation_text(child.reserved),
+        )
+        for child in Plan.objects.filter(parent=plan)
+        .select_related("agent")
+        .order_by("created_at", "id")
+    ]
+    return DelegationTree(
+        parent_url=change_url("plans", "plan", plan.parent_id) if plan.parent_id else None,
+        parent_id=plan.parent_id,
+        chain=_actors(plan.act),
+        reserved=reservation_text(plan.reserved) if plan.parent_id else "",
+        children=children,
+    )

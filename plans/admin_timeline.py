@@ -34,7 +34,13 @@ from kernel.admin_base import change_url
 from kernel.json_format import compact_json
 
 from .admin_approval_records import APPROVAL_RECORD_LABELS, approval_record_summary
-from .admin_display import acp_message_html, acp_summary, plan_display_status, step_label
+from .admin_display import (
+    acp_message_html,
+    acp_summary,
+    plan_display_status,
+    reservation_text,
+    step_label,
+)
 from .models import Plan, PlanDisplayUpdate, PlanEvent, PlanToken
 from .selectors import decisions_with_policy_version
 
@@ -54,6 +60,7 @@ _RANK = {
     "decision": 3,
     "display": 4,
     "decisions_lost": 5,
+    AuditRecord.Kind.PLAN_DELEGATED: 5,
     "revoked": 6,
     "expired": 7,
     "ended": 7,
@@ -214,6 +221,8 @@ def _record_entry(record: AuditRecord) -> TimelineEntry:
     )
     if record.kind in APPROVAL_RECORD_LABELS:
         return _approval_entry(record, details)
+    if record.kind == AuditRecord.Kind.PLAN_DELEGATED:
+        return _delegated_entry(record, details)
     refused = record.kind == AuditRecord.Kind.REFRESH_REFUSED
     return TimelineEntry(
         at=record.at,
@@ -222,6 +231,26 @@ def _record_entry(record: AuditRecord) -> TimelineEntry:
         badge="bad",
         row_id=record.pk,
         html=format_html("<code>{}</code>{}{}", record.code or "—", version, details),
+    )
+
+
+def _delegated_entry(record: AuditRecord, details: SafeString | str) -> TimelineEntry:
+    """A child plan delegated from this one: to which agent, reserving what."""
+    child = str(record.details.get("child", ""))
+    return TimelineEntry(
+        at=record.at,
+        kind=record.kind,
+        label="delegated",
+        badge="ok",
+        row_id=record.pk,
+        html=format_html(
+            'child plan <a href="{}"><code>{}</code></a> for agent {} · reserved {}{}',
+            change_url("plans", "plan", child),
+            child,
+            record.details.get("toName") or record.details.get("to", ""),
+            reservation_text(record.details.get("reserved")),
+            details,
+        ),
     )
 
 
@@ -269,12 +298,19 @@ def _plan_entries(plan: Plan, now: datetime) -> list[TimelineEntry]:
             label="plan declared" if plan.approval else "plan issued",
             badge="ok",
             html=format_html(
-                'for {} · agent {} · checked against policy <a href="{}">{} v{}</a>',
+                'for {} · agent {} · checked against policy <a href="{}">{} v{}</a>{}',
                 plan.member.email,
                 plan.agent.name,
                 _version_anchor(version.pk),
                 version.policy.slug,
                 version.number,
+                format_html(
+                    ' · delegated from plan <a href="{}"><code>{}</code></a>',
+                    change_url("plans", "plan", plan.parent_id),
+                    plan.parent_id,
+                )
+                if plan.parent_id
+                else "",
             ),
         )
     ]
@@ -344,6 +380,7 @@ def _sources(plan: Plan) -> dict[str, _Source]:
         kind__in=[
             AuditRecord.Kind.REFRESH_REFUSED,
             AuditRecord.Kind.DECISIONS_LOST,
+            AuditRecord.Kind.PLAN_DELEGATED,
             *APPROVAL_RECORD_LABELS,
         ],
     )

@@ -88,12 +88,13 @@ def auditor_pages(plan) -> dict[str, str]:
 # A plan's page and timeline read the plan with its member, agent, team and policy version
 # in one query (19 and 18 when each was read apart); the timeline reads a source shorter than
 # the page in one query, not three (count, first rows, last rows). The plan page adds one
-# aggregate over its batches: how many decisions the plan's own token delivered (0054).
+# aggregate over its batches: how many decisions the plan's own token delivered (0054), and
+# one read of the plans delegated from it (0070).
 AUDITOR_PAGE_QUERIES = {
     "plans": 9,
     "plans searched by id": 9,
     "plans by agent": 9,
-    "plan page": 15,
+    "plan page": 16,
     "timeline": 10,
     "decisions": 10,
     "decisions searched by plan id": 10,

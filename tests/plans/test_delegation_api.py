@@ -12,7 +12,7 @@ from django.utils import timezone
 from audit.models import AuditRecord
 from guard.decisions import Decision
 from kernel.problems import Code
-from members.models import Agent
+from members.services import agent_update
 from plans.models import Plan, PlanToken
 from plans.services import plan_revoke
 from tests.conftest import make_agent, plan_document
@@ -208,7 +208,7 @@ def test_another_agent_receives_only_when_it_accepts_delegations(agent, team, po
     not_an_id = delegate(agent, parent["id"], agent="not-an-agent")
     assert errors(assert_problem(not_an_id, 403, Code.DELEGATION_REFUSED)) == ["agent"]
 
-    Agent.objects.filter(pk=worker.agent.pk).update(accepts_delegations=True)
+    agent_update(agent=worker.agent, accepts_delegations=True)
     response = delegate(agent, parent["id"], agent=worker.agent.pk)
 
     assert response.status_code == 201, response.content

@@ -10,6 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from audit.models import AuditRecord
+from guard.claims import MAX_ACT_DEPTH
 from guard.decisions import Decision
 from kernel.problems import Code
 from members.services import agent_update
@@ -308,3 +309,39 @@ def test_a_revoked_parent_delegates_nothing(agent):
     assert_problem(delegate(agent, parent["id"]), 410, Code.PLAN_REVOKED)
     assert written() == before
     assert PlanToken.objects.count() == 1
+
+
+def test_a_chain_deeper_than_the_act_limit_is_refused(agent):
+    one = [{"tool": "github_list_issues", "args": REPO, "maxCalls": 1}]
+    plan_id = declare(agent)["id"]
+    for _ in range(MAX_ACT_DEPTH - 1):  # the root's agent and 7 more: 8 levels
+        response = delegate(agent, plan_id, steps=one)
+        assert response.status_code == 201, response.content
+        plan_id = response.json()["id"]
+    assert act_depth(claims_of(response.json()["token"])["act"]) == MAX_ACT_DEPTH
+
+    deeper = delegate(agent, plan_id, steps=one)
+
+    assert errors(assert_problem(deeper, 403, Code.DELEGATION_REFUSED)) == ["agent"]
+
+
+def act_depth(act: dict) -> int:
+    depth = 1
+    while "act" in act:
+        depth, act = depth + 1, act["act"]
+    return depth
+
+
+def test_an_undecidable_relation_is_refused_as_widening(agent):
+    parent = declare(
+        agent,
+        plan_document(steps=[{"tool": "github_list_issues", "args": {"repo": {"glob": "acme/*"}}}]),
+    )
+    # (?i) is a regex feature guard.relation does not model: inside cannot be shown.
+    step = {"tool": "github_list_issues", "args": {"repo": {"regex": "(?i)acme/app"}}}
+
+    response = delegate(agent, parent["id"], steps=[step])
+
+    body = assert_problem(response, 403, Code.DELEGATION_WIDENS)
+    assert errors(body) == ["plan.steps[0].args.repo"]
+    assert "cannot be shown" in body["errors"][0]["detail"]

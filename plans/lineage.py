@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db.models import QuerySet
-
 from audit.models import AuditRecord
 from audit.services import record_build
 from kernel.problems import Code, DomainError
@@ -57,31 +55,29 @@ def ancestors_require_live(plan: Plan, now: datetime) -> datetime:
     return ends
 
 
-def plan_descendant_ids(plan: Plan) -> list[str]:
-    """The ids of every plan delegated from ``plan``, directly or not, parents first."""
-    found: list[str] = []
+def descendants_for_update(plan: Plan) -> list[Plan]:
+    """Every plan delegated from ``plan``, directly or not, parents first, with what their
+    audit records name, each generation locked (PostgreSQL; the caller's transaction, which
+    has locked ``plan`` by changing it) before its children are read.
+
+    A delegation locks its parent's row while it saves the child: once a generation is
+    locked, every child of it is committed and visible, and any delegation still waiting
+    on it then finds its parent stopped. Read all at once, a grandchild saved meanwhile
+    would be missed and stay active."""
+    found: list[Plan] = []
     generation = [plan.pk]
     for _ in range(_MAX_GENERATIONS):
-        generation = list(
-            Plan.objects.filter(parent_id__in=generation)
-            .order_by("id")
-            .values_list("id", flat=True)
+        children = list(
+            Plan.objects.select_for_update(of=("self",))
+            .select_related("agent", "member", "policy_version__policy")
+            .filter(parent_id__in=generation)
+            .order_by("created_at", "id")
         )
-        if not generation:
+        if not children:
             break
-        found.extend(generation)
+        found.extend(children)
+        generation = [child.pk for child in children]
     return found
-
-
-def descendants_for_update(plan: Plan) -> QuerySet[Plan]:
-    """The plan's descendants with what their audit records name, locked on PostgreSQL
-    (the caller's transaction)."""
-    return (
-        Plan.objects.select_for_update(of=("self",))
-        .select_related("agent", "member", "policy_version__policy")
-        .filter(pk__in=plan_descendant_ids(plan))
-        .order_by("created_at", "id")
-    )
 
 
 def descendants_end(plan: Plan, *, status: str, actor: str, now: datetime) -> list[AuditRecord]:
@@ -90,7 +86,9 @@ def descendants_end(plan: Plan, *, status: str, actor: str, now: datetime) -> li
     records to append, one a descendant, acted by ``actor``."""
     because = f"parent plan {plan.pk} {status}"
     records = []
-    for descendant in descendants_for_update(plan).filter(status=Plan.Status.ACTIVE):
+    for descendant in descendants_for_update(plan):
+        if descendant.status != Plan.Status.ACTIVE:
+            continue
         Plan.objects.filter(pk=descendant.pk, status=Plan.Status.ACTIVE).update(
             status=Plan.Status.ENDED, ended_at=now, end_reason=because
         )

@@ -475,7 +475,9 @@ def plan_revoke(
 def _descendants_revoke(plan: Plan, *, by: str, reason: str, now: datetime) -> None:
     """Revoke every descendant of ``plan`` not revoked yet (the caller's transaction)."""
     because = f"parent plan {plan.pk} was revoked" + (f": {reason}" if reason else "")
-    for descendant in descendants_for_update(plan).exclude(status=Plan.Status.REVOKED):
+    for descendant in descendants_for_update(plan):
+        if descendant.status == Plan.Status.REVOKED:
+            continue
         Plan.objects.filter(pk=descendant.pk).update(
             status=Plan.Status.REVOKED, revoked_at=now, revoked_by=by, revoke_reason=because
         )

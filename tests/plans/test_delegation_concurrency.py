@@ -9,9 +9,10 @@ import pytest
 from django.db import connections, transaction
 
 from kernel.problems import Code, DomainError
+from plans import delegation
 from plans.delegation import plan_delegate
 from plans.models import Plan
-from plans.services import plan_issue
+from plans.services import plan_issue, plan_revoke
 from tests.conftest import plan_document
 from tests.integration.processes import IS_POSTGRES, NEEDS_POSTGRES, wait_for
 
@@ -67,3 +68,58 @@ def test_two_delegations_racing_for_the_last_calls_take_them_once(agent):
     assert isinstance(refused[0], DomainError) and refused[0].code == Code.BUDGET_UNAVAILABLE
     children = Plan.objects.filter(parent_id=parent.plan.pk)
     assert [child.reserved["calls"] for child in children] == [{"0": 2}]
+
+
+def test_a_revocation_racing_a_grandchilds_delegation_revokes_it(agent, monkeypatch):
+    root = plan_issue(agent=agent.agent, document=plan_document()).plan
+    child = plan_delegate(
+        agent=agent.agent, parent_id=root.pk, document=plan_document(steps=[STEP])
+    ).issued.plan
+    holding, go = threading.Event(), threading.Event()
+    reserve = delegation._reserve
+
+    def reserve_and_wait(*args, **kwargs):
+        # The delegation holds its parent's (the child's) row lock here.
+        reserved = reserve(*args, **kwargs)
+        holding.set()
+        assert go.wait(timeout=120)
+        return reserved
+
+    monkeypatch.setattr(delegation, "_reserve", reserve_and_wait)
+    answers: list[object] = []
+
+    def run(work) -> None:
+        try:
+            answers.append(work())
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            answers.append(exc)
+        finally:
+            connections.close_all()
+
+    one = {**STEP, "maxCalls": 1}
+    delegating = threading.Thread(
+        target=run,
+        args=(
+            lambda: plan_delegate(
+                agent=agent.agent, parent_id=child.pk, document=plan_document(steps=[one])
+            ),
+        ),
+        daemon=True,
+    )
+    delegating.start()
+    assert holding.wait(timeout=120)
+    revoking = threading.Thread(
+        target=run,
+        args=(lambda: plan_revoke(plan=Plan.objects.get(pk=root.pk), by="admin"),),
+        daemon=True,
+    )
+    revoking.start()
+    assert wait_for(lambda: backends_waiting_for_a_lock() >= 1, timeout=120)
+    go.set()
+    for thread in (delegating, revoking):
+        thread.join(timeout=120)
+
+    assert not [answer for answer in answers if isinstance(answer, BaseException)], answers
+    statuses = set(Plan.objects.values_list("status", flat=True))
+    assert Plan.objects.count() == 3
+    assert statuses == {Plan.Status.REVOKED}

@@ -307,7 +307,8 @@ class PlanAdmin(ExportMixin, ReadOnlyAdmin):
                 + running_agents_stop_within(
                     queryset.values_list("team__revocation_bound_seconds", flat=True)
                 )
-                + ", and a refresh answers 410 plan_revoked."
+                + ", and a refresh answers 410 plan_revoked. Every plan delegated from them"
+                " is revoked with them."
             ),
             button="Yes, revoke",
             warning="This cannot be undone: the agent must declare a new plan.",

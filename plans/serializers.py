@@ -582,3 +582,16 @@ class PlanDetailSerializer(serializers.Serializer):
     approval = PlanApprovalSerializer(
         source="*", allow_null=True, help_text="null when no review rule asked for a person"
     )
+    # DRF's metaclass takes declared fields off the class: Field.parent is not shadowed.
+    parent = serializers.CharField(  # type: ignore[assignment]
+        source="parent_id",
+        allow_null=True,
+        help_text="the plan it was delegated from (null for a plan its agent declared)",
+    )
+    reserved = serializers.SerializerMethodField(
+        help_text="what it reserved of its parent (null without a parent)"
+    )
+
+    @extend_schema_field(ReservationSerializer(allow_null=True))
+    def get_reserved(self, plan: Plan) -> dict[str, Any] | None:
+        return plan.reserved if plan.parent_id is not None else None

@@ -345,3 +345,14 @@ def test_an_undecidable_relation_is_refused_as_widening(agent):
     body = assert_problem(response, 403, Code.DELEGATION_WIDENS)
     assert errors(body) == ["plan.steps[0].args.repo"]
     assert "cannot be shown" in body["errors"][0]["detail"]
+
+
+def test_the_plan_read_names_its_parent_and_reservation(agent):
+    parent = declare(agent)
+    child = delegate(agent, parent["id"]).json()
+
+    read = agent.client.get(f"/v1/plans/{child['id']}").json()
+    root = agent.client.get(f"/v1/plans/{parent['id']}").json()
+
+    assert (read["parent"], read["reserved"]) == (parent["id"], child["reserved"])
+    assert (root["parent"], root["reserved"]) == (None, None)

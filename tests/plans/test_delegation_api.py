@@ -14,8 +14,10 @@ from guard.claims import MAX_ACT_DEPTH
 from guard.decisions import Decision
 from kernel.problems import Code
 from members.services import agent_update
+from plans.delegation import plan_delegate
 from plans.models import Plan, PlanToken
-from plans.services import plan_revoke
+from plans.serializers import DelegatedTokenSerializer, delegated_token_body
+from plans.services import plan_issue, plan_revoke
 from tests.conftest import make_agent, plan_document
 
 from .helpers import assert_problem, claims_of, table_counts
@@ -356,3 +358,17 @@ def test_the_plan_read_names_its_parent_and_reservation(agent):
 
     assert (read["parent"], read["reserved"]) == (parent["id"], child["reserved"])
     assert (root["parent"], root["reserved"]) == (None, None)
+
+
+def test_the_answer_is_what_its_serializer_declares(agent):
+    parent = plan_issue(agent=agent.agent, document=plan_document()).plan
+
+    delegated = plan_delegate(
+        agent=agent.agent,
+        parent_id=parent.pk,
+        document=plan_document(steps=[{"tool": "github_get_issue", "args": REPO}]),
+    )
+
+    body = delegated_token_body(delegated)
+    assert body == dict(DelegatedTokenSerializer(delegated).data)
+    assert list(body) == list(DelegatedTokenSerializer(delegated).data)

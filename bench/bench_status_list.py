@@ -139,6 +139,7 @@ class Http:
         self.requests = 0
         self.errors = 0
         self.first_error = ""
+        self.cache_hits = 0  # answered by the proxy from its cache (X-Cache-Status: HIT)
 
     async def get(self, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
         async with self._slots:
@@ -159,6 +160,8 @@ class Http:
                     self.first_error = self.first_error or repr(error)
                     return 0, {}, b""
                 self.requests += 1
+                if answer.get("x-cache-status") == "HIT":
+                    self.cache_hits += 1
                 if keep:
                     self._idle.append(connection)
                 else:
@@ -232,8 +235,8 @@ class Run:
     api_key: str
     stopping: bool = False
     revoked: set[str] = field(default_factory=set)  # plan ids watched for their bit
-    revoked_at: float | None = None
-    blocked: list[float] = field(default_factory=list)  # seconds after revoked_at
+    revoked_at: float = 0.0  # the revoking transaction's commit (epoch)
+    blocked: list[float] = field(default_factory=list)  # when each guard blocked (epoch)
     codes: dict[str, int] = field(default_factory=dict)
     verified: dict[bytes, StatusList | None] = field(default_factory=dict)
     reads: int = 0
@@ -288,8 +291,7 @@ async def list_guard(http: Http, run: Run, target: Target, feed: Http) -> None:
                 code = json.loads(body).get("code") or "plan_revoked"
             except ValueError:
                 code = "plan_revoked"
-            if run.revoked_at is not None:
-                run.blocked.append(time.time() - run.revoked_at)
+            run.blocked.append(time.time())  # made relative to the commit's time after
             run.codes[code] = run.codes.get(code, 0) + 1
             return
         due = started + interval * random.uniform(JITTER, 1.0)
@@ -487,6 +489,7 @@ class CpuFigure:
     reads: int
     late: int
     errors: int
+    upstream: int  # requests that reached the server (not answered from the proxy's cache)
 
     @property
     def per_guard_minute_ms(self) -> float | None:
@@ -520,7 +523,7 @@ async def watch_for(
     ]
     await asyncio.sleep(run.ttl * (FEED_SHARE if feed else WATCH_SHARE) + 1)
     before_cpu, before_requests, before_reads = server.cpu_seconds(), http.requests, run.reads
-    before_late = run.late
+    before_late, before_hits = run.late, http.cache_hits
     started = time.monotonic()
     await asyncio.sleep(seconds)
     elapsed = time.monotonic() - started
@@ -534,6 +537,7 @@ async def watch_for(
         run.reads - before_reads,
         run.late - before_late,
         http.errors,
+        (http.requests - before_requests) - (http.cache_hits - before_hits),
     )
     run.stopping = True
     for task in tasks:
@@ -554,7 +558,6 @@ async def revocation_round(
     direct = Http(server.base_url, 16)
     run.stopping, run.blocked, run.codes = False, [], {}
     run.revoked = {target.plan_id for target in targets}
-    run.revoked_at = None
     tasks = [
         asyncio.create_task(list_guard(http, run, targets[i % len(targets)], direct))
         for i in range(guards)
@@ -573,7 +576,8 @@ async def revocation_round(
     await asyncio.gather(*tasks, return_exceptions=True)
     http.close()
     direct.close()
-    return sorted(run.blocked), dict(run.codes), http.errors
+    revoked_at = run.revoked_at
+    return sorted(max(0.0, at - revoked_at) for at in run.blocked), dict(run.codes), http.errors
 
 
 # --- sizes -----------------------------------------------------------------------------------
@@ -733,6 +737,7 @@ def main(args: argparse.Namespace) -> int:
                 figure.name,
                 f"{figure.guards:,}",
                 f"{figure.requests / figure.seconds:,.0f}",
+                f"{figure.upstream / figure.seconds:,.1f}",
                 f"{figure.reads / figure.seconds / figure.guards * 60:.1f}",
                 "n/a" if value is None else f"{value:.3f}",
                 "n/a" if value is None or not baseline else f"{value / baseline:.3f}",
@@ -749,6 +754,7 @@ def main(args: argparse.Namespace) -> int:
             "watch",
             "guards",
             "req/s",
+            "at server/s",
             "reads/guard/min",
             "srv CPU ms/guard/min",
             "vs feed",

@@ -38,6 +38,7 @@ from .api_schema import (
     jwks_not_modified_response,
     jwks_response,
     plan_declaration_example,
+    plan_delegation_example,
     refusals,
 )
 from .approval_tokens import plan_approved_token_issue
@@ -271,6 +272,7 @@ class PlanDelegationView(RecordedRefusalsView):
             " parent (or an ancestor) no longer active, 404 for a plan not the caller's."
         ),
         request=PlanDelegationSerializer,
+        examples=[plan_delegation_example],
         responses={
             201: DelegatedTokenSerializer,
             **refusals(400, 401, 403, 404, 409, 410, 429, 503),

@@ -52,6 +52,27 @@ plan_declaration_example = OpenApiExample(
     },
 )
 
+plan_delegation_example = OpenApiExample(
+    "List the issues, for a sub-agent",
+    request_only=True,
+    value={
+        "plan": {
+            "version": 1,
+            "goal": "List the open issues",
+            "user": "alice@acme.dev",
+            "steps": [
+                {
+                    "tool": "github_list_issues",
+                    "args": {"repo": {"eq": "acme/public-app"}},
+                    "maxCalls": 2,
+                },
+            ],
+        },
+        "agent": "01JD0000000000000000000000",
+        "ttl": 900,
+    },
+)
+
 event_batch_accepted_response = inline_serializer(
     "EventBatchAccepted",
     {

@@ -31,7 +31,8 @@ watch whose token's key is no longer published withdraws the token, as the per-p
 
 What cannot be read changes nothing: unreachable, 5xx, a bad signature or an expired list
 leave the guard deciding with its valid token, as before the list existed. A ``404`` means
-a control plane that predates the list: the guard's watch asks the per-plan feed instead
+a control plane that predates the list (and another refusal, 4xx but 408 and 429, a list
+this guard may not read): the guard's watch asks the per-plan feed instead
 (guard.agent.status_watch), and asks for the list again after `MISSING_RECHECK` seconds.
 """
 
@@ -233,7 +234,7 @@ class Reading(enum.Enum):
     VALID = "valid"  # the token's status is 0
     STOPPED = "stopped"  # the token's status is not 0
     UNKNOWN = "unknown"  # no valid list held: nothing changes
-    UNSUPPORTED = "unsupported"  # 404: the control plane predates lists
+    UNSUPPORTED = "unsupported"  # 404 (or another refusal): no list to read here
     OUT_OF_RANGE = "out_of_range"  # the list does not reach the token's index
 
 
@@ -406,7 +407,9 @@ class StatusListCache:
             entry.etag = answer.etag or entry.etag
             entry.failure = None
             return
-        if answer.status == 404:
+        if answer.status == 404 or (400 <= answer.status < 500 and answer.status not in (408, 429)):
+            # No list here (a server that predates it), or one this guard may not read (a
+            # proxy's refusal): the per-plan feed is the way, asked again later.
             entry.missing_until = now + MISSING_RECHECK
             entry.list, entry.etag = None, None
             return

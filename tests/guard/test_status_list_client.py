@@ -262,7 +262,7 @@ def test_a_flipped_bit_is_read_at_the_next_refetch(signer, keys, monotonic):
     assert read(5).reading is Reading.STOPPED
 
 
-@pytest.mark.parametrize("status", [500, 503, 429, 401])
+@pytest.mark.parametrize("status", [500, 503, 429, 408])
 def test_a_failing_server_changes_nothing(signer, keys, monotonic, status):
     cache = StatusListCache(clock=monotonic)
     server = FakeServer(list_token(signer, {}, ttl=10))
@@ -292,10 +292,11 @@ def test_without_a_list_held_the_reading_is_unknown(signer, keys, monotonic):
     assert reader(cache, server, keys)(5).reading is Reading.UNKNOWN
 
 
-def test_a_server_without_lists_is_asked_again_only_minutes_later(signer, keys, monotonic):
+@pytest.mark.parametrize("status", [404, 401, 403, 410])
+def test_a_server_without_lists_is_asked_again_only_minutes_later(signer, keys, monotonic, status):
     cache = StatusListCache(clock=monotonic)
     server = FakeServer(list_token(signer, {}))
-    server.status = 404
+    server.status = status
     read = reader(cache, server, keys)
 
     assert read(5).reading is Reading.UNSUPPORTED

@@ -110,6 +110,20 @@ def test_two_bits_read_invalid_and_suspended(signer, keys):
     assert [listed.status(idx) for idx in range(5)] == [0, 1, 2, 3, 0]
 
 
+@pytest.mark.parametrize(
+    ("bits", "lst", "statuses"),
+    [
+        (1, "eNrbuRgAAhcBXQ", [1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1]),
+        (2, "eNo76fITAAPfAgc", [1, 2, 0, 3, 0, 1, 0, 1, 1, 2, 3, 3]),
+    ],
+    ids=["1 bit", "2 bits"],
+)
+def test_the_drafts_own_examples_read_as_it_says(signer, keys, bits, lst, statuses):
+    """draft-ietf-oauth-status-list, section 4.1's examples: their `lst` as published."""
+    listed = verify_status_list(list_token(signer, bits=bits, lst=lst), keys, uri=URI)
+    assert [listed.status(idx) for idx in range(len(statuses))] == statuses
+
+
 def test_the_fully_specified_algorithm_name_is_accepted(signer, keys):
     now = int(time.time())
     payload = {

@@ -763,17 +763,21 @@ def main(args: argparse.Namespace) -> int:
         ],
         rows,
     )
-    lists = {(f.name, f.guards): f.per_guard_minute_ms for f in cpu}
-    small, large = (
-        lists.get(("status list, nginx", feed_guards)),
-        lists.get(("status list, nginx", guards)),
-    )
-    if small and large and guards != feed_guards:
-        total_small, total_large = small * feed_guards, large * guards
+    proxied = {f.guards: f for f in cpu if f.name == "status list, nginx"}
+    small, large = proxied.get(feed_guards), proxied.get(guards)
+    if small is not None and large is not None and guards != feed_guards:
+        rate_small, rate_large = small.upstream / small.seconds, large.upstream / large.seconds
+        cpu_small, cpu_large = small.cpu, large.cpu
         print(
-            f"  through nginx, the server's total for {guards:,} guards is"
-            f" {total_large / total_small:.2f}x its total for {feed_guards:,}"
-            " (flat: 1.0x; target: flat once a cache is in front)"
+            f"  through nginx, {guards:,} guards sent the server"
+            f" {rate_large / rate_small if rate_small else float('nan'):.2f}x the requests of"
+            f" {feed_guards:,} guards"
+            + (
+                f", for {cpu_large / cpu_small:.2f}x its CPU"
+                if cpu_small and cpu_large is not None
+                else ""
+            )
+            + f" ({guards / feed_guards:g}x the guards; flat: 1.0x; target: flat behind a cache)"
         )
 
     print("\nThe list's size (1 bit per plan, zlib level 9, signed JWS as served):")

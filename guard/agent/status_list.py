@@ -397,7 +397,7 @@ class StatusListCache:
         # A 304 keeps the copy held, and with it its exp: one about to expire is asked for
         # in full, so that a server whose ETag follows the bits alone re-sends it.
         held = entry.list
-        fresh = held is not None and held.expires_at - LEEWAY > wall() + 2 * held.ttl
+        fresh = held is not None and held.expires_at > wall() + 2 * held.ttl
         try:
             answer = fetch(url, entry.etag if fresh else None)
         except (httpx.HTTPError, OSError) as error:

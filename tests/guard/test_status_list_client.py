@@ -525,9 +525,21 @@ def test_the_list_is_fetched_from_the_guards_url_without_credentials(
     assert seen == [("http://testserver/v1/status-lists/7", None)]
 
 
+def test_a_list_with_a_short_exp_is_revalidated_while_it_lasts(signer, keys, monotonic):
+    cache = StatusListCache(clock=monotonic)
+    # The server's choice: exp four ttl after iat (with a ttl far below the leeway).
+    server = FakeServer(list_token(signer, {}, ttl=5, exp=int(time.time()) + 20))
+    read = reader(cache, server, keys)
+    assert read(5).reading is Reading.VALID
+    monotonic.now += 2
+
+    read(5)
+    assert server.requests[1] is not None  # If-None-Match: a 304 serves
+
+
 def test_a_list_near_its_exp_is_asked_for_in_full(signer, keys, monotonic):
     cache = StatusListCache(clock=monotonic)
-    server = FakeServer(list_token(signer, {}, ttl=10, exp=int(time.time()) + 45))
+    server = FakeServer(list_token(signer, {}, ttl=10, exp=int(time.time()) + 19))
     read = reader(cache, server, keys)
     assert read(5).reading is Reading.VALID
     monotonic.now += 4

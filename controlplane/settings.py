@@ -255,6 +255,15 @@ PLANGATE_TOKEN_MAX_TTL = env.int("PLANGATE_TOKEN_MAX_TTL", default=3600)
 PLANGATE_PLAN_MAX_AGE = env.int("PLANGATE_PLAN_MAX_AGE", default=86400)
 PLANGATE_CLOCK_SKEW = env.int("PLANGATE_CLOCK_SKEW", default=60)
 PLANGATE_JWKS_MAX_AGE = env.int("PLANGATE_JWKS_MAX_AGE", default=300)
+# The name the server signs its tokens under (docs/decisions/0067): Ed25519 signatures are
+# named `EdDSA` (RFC 8037) until the common JOSE libraries verify RFC 9864's fully
+# specified `Ed25519`; every verifying side accepts both.
+SIGNING_ALGORITHMS = ("EdDSA", "Ed25519")
+PLANGATE_SIGNING_ALG = env.str("PLANGATE_SIGNING_ALG", default="EdDSA")
+if PLANGATE_SIGNING_ALG not in SIGNING_ALGORITHMS:
+    raise ImproperlyConfigured(
+        f'PLANGATE_SIGNING_ALG must be "EdDSA" or "Ed25519", not {PLANGATE_SIGNING_ALG!r}.'
+    )
 PLANGATE_API_KEY_TOUCH_INTERVAL = env.int("PLANGATE_API_KEY_TOUCH_INTERVAL", default=300)
 # Requests per API key, and failed authentications per client address, per fixed window
 # (N/sec, N/min, N/hour, N/day).

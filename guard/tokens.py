@@ -25,6 +25,7 @@ from guard.errors import TokenInvalid, WrongIssuer
 from guard.jwk import ACCEPTED_ALGORITHMS, KeySet, b64url_decode
 
 __all__ = [
+    "ed25519_jws",
     "unverified_claims",
     "unverified_header",
     "verify_intent_token",
@@ -55,6 +56,12 @@ def _ed25519_jws() -> jwt.PyJWS:
 
 
 _JWS: Final = _ed25519_jws()
+
+
+def ed25519_jws() -> jwt.PyJWS:
+    """The one PyJWT JWS layer that knows Ed25519 under both names (`EdDSA`, `Ed25519`):
+    verifying here, and signing on the server under the name its setting chooses."""
+    return _JWS
 
 
 # --- parsing and keys ----------------------------------------------------------------------

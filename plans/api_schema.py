@@ -106,7 +106,15 @@ jwks_response = OpenApiResponse(
                         "crv": {"type": "string", "enum": ["Ed25519"]},
                         "x": {"type": "string"},
                         "kid": {"type": "string"},
-                        "alg": {"type": "string", "enum": ["EdDSA"]},
+                        "alg": {
+                            "type": "string",
+                            "enum": ["EdDSA", "Ed25519"],
+                            "description": (
+                                "the name tokens are signed under (PLANGATE_SIGNING_ALG):"
+                                " `EdDSA` (RFC 8037) or the fully specified `Ed25519`"
+                                " (RFC 9864); both name the same Ed25519 signature"
+                            ),
+                        },
                         "use": {"type": "string", "enum": ["sig"]},
                     },
                     "required": ["kty", "crv", "x", "kid", "alg", "use"],

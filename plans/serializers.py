@@ -328,7 +328,9 @@ class IntentTokenSerializer(serializers.Serializer):
     """An intent token, and the plan and policy version it was signed for."""
 
     id = serializers.CharField(source="plan.id", help_text="the plan id (ULID), the token's jti")
-    token = serializers.CharField(help_text="compact JWS, EdDSA")
+    token = serializers.CharField(
+        help_text="compact JWS, Ed25519 signed; header `alg` `EdDSA` or `Ed25519` (RFC 9864)"
+    )
     planHash = serializers.CharField(source="plan.hash")
     expiresAt = UtcDateTimeField(source="expires_at")
     policy = PolicyRefSerializer(source="policy_version")

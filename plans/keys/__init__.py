@@ -35,7 +35,7 @@ from .lifecycle import (
 )
 from .publishing import jwks_document, published_keys, signing_key_public
 from .results import KeyChange, RevocationResult, RotationResult
-from .signer import Signer, active_signer, signing_readiness
+from .signer import Signer, active_signer, signing_alg, signing_readiness
 
 __all__ = [
     "EncryptionKeyError",
@@ -57,6 +57,7 @@ __all__ = [
     "rotation_due_at",
     "rotation_period",
     "rotation_schedule",
+    "signing_alg",
     "signing_key_create",
     "signing_key_public",
     "signing_key_revoke",

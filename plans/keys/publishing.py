@@ -12,6 +12,7 @@ from guard.jwk import b64url_decode, public_jwk
 
 from ..models import SigningKey
 from .lifecycle import max_token_lifetime
+from .signer import signing_alg
 
 State = SigningKey.State
 
@@ -35,7 +36,8 @@ def jwks_document(now: datetime | None = None) -> dict:
     """The JWK Set of the published keys. A read: on a database with no key yet it is
     empty; the first keys come from the first signature or rotation."""
     keys = []
+    alg = signing_alg()  # the name tokens are signed under; verifiers accept both
     for key in published_keys(now):
         jwk = public_jwk(signing_key_public(key))
-        keys.append({**jwk, "kid": key.kid, "alg": "EdDSA", "use": "sig"})
+        keys.append({**jwk, "kid": key.kid, "alg": alg, "use": "sig"})
     return {"keys": keys}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
-import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.conf import settings
 
+from guard.tokens import ed25519_jws
 from kernel.problems import Code, DomainError
 
 from ..models import SigningKey
@@ -27,10 +29,21 @@ class Signer:
     kid: str
     private_key: Ed25519PrivateKey
 
-    def sign(self, claims: dict) -> str:
-        return jwt.encode(
-            claims, self.private_key, algorithm="EdDSA", headers={"kid": self.kid, "typ": "JWT"}
+    def sign(self, claims: dict, *, typ: str = "JWT") -> str:
+        """``claims`` as a compact JWS with this key, under the name PLANGATE_SIGNING_ALG
+        gives Ed25519 (`EdDSA` or RFC 9864's `Ed25519`: docs/decisions/0067)."""
+        payload = json.dumps(claims, separators=(",", ":")).encode()
+        return ed25519_jws().encode(
+            payload,
+            self.private_key,
+            algorithm=signing_alg(),
+            headers={"kid": self.kid, "typ": typ},
         )
+
+
+def signing_alg() -> str:
+    """The JWS ``alg`` the server signs under now: the setting, read at each call."""
+    return str(settings.PLANGATE_SIGNING_ALG)
 
 
 def active_signer(active_key: SigningKey | None = None) -> Signer:

@@ -231,6 +231,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "plans.status_feed_schema.document_status_feed",  # a plain Django view
+        "plans.status_list_schema.document_status_list",  # a plain Django view
         "kernel.openapi.problem_responses",  # every refusal is problem+json
     ],
 }

@@ -47,6 +47,7 @@ from .records import (
     token_refreshed_record,
 )
 from .selectors import SigningContext, plan_for_signing, signing_context_read
+from .status_list import status_idx_allocate, status_idx_assign
 
 
 @dataclass(frozen=True)
@@ -241,6 +242,8 @@ def _plan_issue(
     reviews = plan_reviews(version.document, plan_document, role=role, groups=groups, denials=())
     if reviews:
         return plan_approval_request(plan=plan, reviews=reviews, now=now)
+    # Its place in the team's status list, taken once every check has passed.
+    plan.status_idx = status_idx_allocate(team=agent.team)
     signature = intent_token_sign(
         plan=plan,
         member=member,
@@ -358,6 +361,7 @@ def plan_token_sign_current(
     )
     # The policy may have changed since issuance: the same warnings, against the new one.
     warnings = argument_warnings(version, plan.document, role, groups)
+    status_idx_assign(plan)  # an approved plan's first token; a plan older than lists
     signature = intent_token_sign(
         plan=plan,
         member=member,

@@ -1,14 +1,328 @@
 """The token status list (draft-ietf-oauth-status-list): one signed, cacheable list per
-team in which every token's ``status.status_list.idx`` names a bit."""
+team in which every token's ``status.status_list.idx`` names a bit (docs/decisions/0068).
+
+* ``status_idx_allocate``: the next index of a team, taken when a plan is first signed
+  (issuance, an approved plan's token, a child plan);
+* ``team_status_bits``: the team's bits from the live rows; a plan's bit is 0 (VALID) only
+  while it may go on, every other allocated index is 1 (INVALID);
+* ``status_list_view``: ``GET /v1/status-lists/{team}``, the list as a ``statuslist+jwt``
+  signed by the active key, without authentication, cacheable by any proxy.
+
+A GET never writes the database: the signed list is kept per process for at most a quarter
+of its ``ttl`` (and re-signed at least every ``ttl``), so a team with many guards costs one
+build per process per quarter ``ttl`` however many read it.
+"""
 
 from __future__ import annotations
 
-from django.conf import settings
+import base64
+import hashlib
+import math
+import threading
+import time
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, cast
 
-__all__ = ["status_list_uri"]
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.db.models import Exists, F, OuterRef, Q, Subquery
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+
+from kernel.problems import (
+    PROBLEM_CONTENT_TYPE,
+    Code,
+    DomainError,
+    database_unavailable_error,
+    is_database_unavailable,
+    problem_body,
+)
+from members.models import ApiKey, ApiKeyQuerySet
+from teams.models import Team
+
+from .keys import active_signer
+from .models import Plan, PlanToken, SigningKey
+from .status_feed import poll_interval
+
+__all__ = [
+    "MEDIA_TYPE",
+    "StatusBits",
+    "status_idx_allocate",
+    "status_idx_assign",
+    "status_list_bytes",
+    "status_list_cache_clear",
+    "status_list_lst",
+    "status_list_signed",
+    "status_list_uri",
+    "status_list_view",
+    "team_status_bits",
+]
+
+MEDIA_TYPE: Final = "application/statuslist+jwt"
+TYP: Final = "statuslist+jwt"
+#: A list token stays acceptable for this many ``ttl`` after its ``iat`` (two bounds): a
+#: guard that misses a fetch or two keeps its list, one that cannot fetch for longer drops it.
+EXP_TTLS: Final = 4
+#: A process rebuilds a team's list when its copy is older than this share of ``ttl``.
+CACHE_SHARE: Final = 0.25
+_TEAM_ID_MAX: Final = 2**63 - 1
 
 
 def status_list_uri(team_id: int) -> str:
     """The URI a team's tokens name in ``status.status_list.uri``: the list's address under
     the issuer, and the ``sub`` of the list token served there."""
     return f"{settings.PLANGATE_ISSUER.rstrip('/')}/v1/status-lists/{team_id}"
+
+
+def status_idx_allocate(*, team: Team) -> int:
+    """The next free index of ``team``'s status list, for a plan about to be signed first.
+
+    One ``UPDATE ... SET status_list_next = status_list_next + 1`` and its read, in one
+    transaction (a savepoint inside the caller's): two processes never get the same index.
+    An index whose plan is never saved (the signature failed after it) reads INVALID."""
+    return _allocate(team.pk)
+
+
+def _allocate(team_id: int) -> int:
+    with transaction.atomic():
+        Team.objects.filter(pk=team_id).update(status_list_next=F("status_list_next") + 1)
+        following = Team.objects.filter(pk=team_id).values_list("status_list_next", flat=True)
+        return int(following.get()) - 1
+
+
+def status_idx_assign(plan: Plan) -> None:
+    """Give the saved ``plan`` an index unless it has one (an approved plan's first token; a
+    plan issued before lists existed, at its refresh). Two requests signing it at once agree:
+    the first index written wins, the other's stays unused (and reads INVALID)."""
+    if plan.status_idx is not None:
+        return
+    with transaction.atomic():
+        idx = _allocate(plan.team_id)
+        if not Plan.objects.filter(pk=plan.pk, status_idx__isnull=True).update(status_idx=idx):
+            taken = Plan.objects.filter(pk=plan.pk).values_list("status_idx", flat=True).get()
+            if taken is not None:
+                idx = taken
+    plan.status_idx = idx
+
+
+# --- the bits ----------------------------------------------------------------------------
+
+
+def status_list_bytes(size: int, valid: Iterable[int]) -> bytes:
+    """A 1-bit list of ``size`` statuses: every index INVALID (1) but those in ``valid``.
+    Bit ``i`` is bit ``i % 8`` (least significant first) of byte ``i // 8``; the bits past
+    ``size`` in the last byte are 1. At least one byte."""
+    data = bytearray(b"\xff" * max(1, math.ceil(size / 8)))
+    for idx in valid:
+        if 0 <= idx < size:
+            data[idx >> 3] &= ~(1 << (idx & 7)) & 0xFF
+    return bytes(data)
+
+
+def status_list_lst(data: bytes) -> str:
+    """The draft's ``lst``: the bytes zlib-compressed (DEFLATE, RFC 1950), base64url without
+    padding."""
+    return base64.urlsafe_b64encode(zlib.compress(data, 9)).rstrip(b"=").decode()
+
+
+@dataclass(frozen=True)
+class StatusBits:
+    """A team's list as the rows say now: its bytes and its number of statuses."""
+
+    size: int
+    data: bytes
+    bound_seconds: int
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.size.to_bytes(8, "big") + self.data).hexdigest()
+
+
+def _valid_indices(team_id: int, now: datetime) -> Iterator[int]:
+    """The indices of ``team_id``'s plans that may go on at ``now``: active and unexpired,
+    member and agent active, the agent holding a usable API key, and the plan's latest
+    token signed by a key that was not revoked."""
+    usable_key = ApiKey.objects.filter(
+        Q(agent_id=OuterRef("agent_id")) & ApiKeyQuerySet.usable_condition(now)
+    )
+    plans = Plan.objects.filter(
+        team_id=team_id,
+        status_idx__isnull=False,
+        status=Plan.Status.ACTIVE,
+        expires_at__gt=now,
+        member__is_active=True,
+        agent__is_active=True,
+    ).filter(Exists(usable_key))
+    revoked = list(
+        SigningKey.objects.filter(state=SigningKey.State.REVOKED).values_list("kid", flat=True)
+    )
+    if revoked:  # rare: only then is each plan's latest token looked at
+        latest_kid = PlanToken.objects.filter(plan_id=OuterRef("pk")).order_by("-issued_at", "-id")
+        plans = plans.annotate(latest_kid=Subquery(latest_kid.values("kid")[:1])).exclude(
+            latest_kid__in=revoked
+        )
+    # status_idx is not null here: the filter says so.
+    indices = plans.order_by().values_list("status_idx", flat=True)
+    return cast("Iterator[int]", indices.iterator(chunk_size=20_000))
+
+
+def team_status_bits(team_id: int, now: datetime | None = None) -> StatusBits:
+    """``team_id``'s list from the live rows, or DomainError ``not_found``. Reads only."""
+    row = (
+        Team.objects.filter(pk=team_id)
+        .values_list("status_list_next", "revocation_bound_seconds")
+        .first()
+    )
+    if row is None:
+        raise DomainError(Code.NOT_FOUND, f"No status list for team {team_id}.")
+    size, bound = row
+    data = status_list_bytes(size, _valid_indices(team_id, now or timezone.now()))
+    return StatusBits(size=size, data=data, bound_seconds=bound)
+
+
+def list_ttl(bound_seconds: int) -> int:
+    """The list's ``ttl``: the team's poll interval, rounded up to whole seconds."""
+    return max(1, math.ceil(poll_interval(bound_seconds)))
+
+
+# --- the signed list, kept per process -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SignedList:
+    token: str
+    etag: str
+    ttl: int
+    iat: int
+    digest: str
+    kid: str
+    alg: str
+    built_at: float  # time.monotonic() of the bits it carries
+
+
+_cache: dict[int, SignedList] = {}
+_locks: dict[int, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def status_list_cache_clear() -> None:
+    """Forget every signed list of this process (tests; a list is rebuilt on the next GET)."""
+    _cache.clear()
+
+
+def _sign(bits: StatusBits, team_id: int, key: SigningKey, ttl: int) -> SignedList:
+    signer = active_signer(key)
+    iat = int(time.time())
+    claims = {
+        "sub": status_list_uri(team_id),
+        "iat": iat,
+        "exp": iat + EXP_TTLS * ttl,
+        "ttl": ttl,
+        "status_list": {"bits": 1, "lst": status_list_lst(bits.data)},
+    }
+    token = signer.sign(claims, typ=TYP)
+    etag = '"' + hashlib.sha256(token.encode()).hexdigest()[:32] + '"'
+    return SignedList(
+        token=token,
+        etag=etag,
+        ttl=ttl,
+        iat=iat,
+        digest=bits.digest,
+        kid=key.kid,
+        alg=str(settings.PLANGATE_SIGNING_ALG),
+        built_at=time.monotonic(),
+    )
+
+
+def _build(team_id: int, cached: SignedList | None) -> SignedList:
+    bits = team_status_bits(team_id)
+    ttl = list_ttl(bits.bound_seconds)
+    key = SigningKey.objects.filter(state=SigningKey.State.ACTIVE).first()
+    if key is None:  # a read never creates the first key (that is the signing path's)
+        raise DomainError(Code.NO_SIGNING_KEY, "No signing key is active; try again shortly.")
+    if (
+        cached is not None
+        and cached.digest == bits.digest
+        and cached.kid == key.kid
+        and cached.alg == settings.PLANGATE_SIGNING_ALG
+        and cached.ttl == ttl
+        and time.time() - cached.iat < ttl
+    ):
+        # The same bits, recently signed: the same token, so the ETag holds and caches
+        # revalidate with 304s.
+        return SignedList(**{**cached.__dict__, "built_at": time.monotonic()})
+    return _sign(bits, team_id, key, ttl)
+
+
+def status_list_signed(team_id: int) -> SignedList:
+    """``team_id``'s signed list, from this process's copy while it is younger than a
+    quarter ``ttl``; DomainError ``not_found`` for an unknown team."""
+    cached = _cache.get(team_id)
+    if cached is not None and time.monotonic() - cached.built_at < CACHE_SHARE * cached.ttl:
+        return cached
+    with _locks_guard:
+        lock = _locks.setdefault(team_id, threading.Lock())
+    with lock:  # one build per team at a time; the others wait for it
+        cached = _cache.get(team_id)
+        if cached is not None and time.monotonic() - cached.built_at < CACHE_SHARE * cached.ttl:
+            return cached
+        signed = _build(team_id, cached)
+        _cache[team_id] = signed
+        return signed
+
+
+# --- the view ------------------------------------------------------------------------------
+
+
+def _problem(request: HttpRequest, error: DomainError) -> JsonResponse:
+    body = problem_body(error.code, error.detail, errors=error.errors, instance=request.path)
+    response = JsonResponse(body, status=error.status, content_type=PROBLEM_CONTENT_TYPE)
+    for name, value in error.headers.items():
+        response[name] = value
+    return response
+
+
+def _team_id(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() and int(text) <= _TEAM_ID_MAX else None
+
+
+def status_list_view(request: HttpRequest, team_id: str) -> HttpResponse:
+    """``GET /v1/status-lists/{team}``: the team's list as a ``statuslist+jwt``. No
+    authentication: it names indices, never plans. HEAD answers the same headers."""
+    if request.method not in ("GET", "HEAD"):
+        refused = _problem(request, DomainError(Code.METHOD_NOT_ALLOWED))
+        refused["Allow"] = "GET, HEAD"
+        return refused
+    team = _team_id(team_id)
+    try:
+        if team is None:
+            raise DomainError(Code.NOT_FOUND, f"No status list for team {team_id}.")
+        signed = status_list_signed(team)
+    except DomainError as error:
+        return _problem(request, error)
+    except DatabaseError as error:
+        if not is_database_unavailable(error):
+            raise
+        return _problem(request, database_unavailable_error())
+    # What a cache may still serve: the ttl less the age of this process's copy of the bits,
+    # so that no copy anywhere is older than ttl.
+    max_age = max(0, signed.ttl - int(time.monotonic() - signed.built_at))
+    headers = {
+        "ETag": signed.etag,
+        "Cache-Control": f"public, max-age={max_age}",
+    }
+    if signed.etag in _etags(request.headers.get("If-None-Match", "")):
+        return HttpResponse(status=304, headers=headers)
+    body = signed.token.encode()
+    response = HttpResponse(
+        b"" if request.method == "HEAD" else body, content_type=MEDIA_TYPE, headers=headers
+    )
+    response["Content-Length"] = str(len(body))
+    return response
+
+
+def _etags(header: str) -> set[str]:
+    return {part.strip().removeprefix("W/") for part in header.split(",") if part.strip()}

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import api, status_feed
+from . import api, status_feed, status_list
 
 urlpatterns = [
     path("plans", api.PlanCreateView.as_view(), name="plan-create"),
@@ -15,4 +15,5 @@ urlpatterns = [
     path("plans/<str:plan_id>/status", status_feed.plan_status_view, name="plan-status"),
     path("plans/<str:plan_id>/events", api.PlanEventsView.as_view(), name="plan-events"),
     path("keys/jwks", api.JwksView.as_view(), name="jwks"),
+    path("status-lists/<str:team_id>", status_list.status_list_view, name="status-list"),
 ]

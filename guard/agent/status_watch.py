@@ -110,6 +110,7 @@ class StatusWatcher:
         plan = self._current_plan()
         if plan is None or plan.blocked is not None or plan.ended:
             return False
+        self.polls += 1  # every look, at the list or the feed
         reference = plan.token.claims.status
         if reference is not None and self._lists is not None:
             reading = self._lists.read(reference)
@@ -160,7 +161,6 @@ class StatusWatcher:
         etag = (
             self._etag[2] if self._etag is not None and self._etag[:2] == (plan.id, kid) else None
         )
-        self.polls += 1
         try:
             body, new_etag = self._control_plane.plan_status(plan.id, kid=kid, etag=etag)
         except ControlPlaneError as error:

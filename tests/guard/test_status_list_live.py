@@ -48,7 +48,8 @@ def test_a_revoked_plan_is_blocked_through_the_list_within_the_bound(live_guard,
 
     plan_revoke(plan=Plan.objects.get(pk=declared.plan_id), by="admin", reason="stop now")
     revoked_at = time.monotonic()
-    assert wait_until(lambda: not guard.check("github_list_issues", REPO).allowed, timeout=60)
+    # The watch stops the plan; no call is spent to see it (a call counts against maxCalls).
+    assert wait_until(lambda: guard.status().blocked is not None, timeout=60)
     delay = time.monotonic() - revoked_at
 
     decision = guard.check("github_list_issues", REPO)

@@ -242,6 +242,8 @@ def _build(team_id: int, cached: SignedList | None) -> SignedList:
     ttl = list_ttl(bits.bound_seconds)
     key = SigningKey.objects.filter(state=SigningKey.State.ACTIVE).first()
     if key is None:  # a read never creates the first key (that is the signing path's)
+        if bits.size == 0:  # nothing was ever signed: no token names this list
+            raise DomainError(Code.NOT_FOUND, f"Team {team_id} has no status list yet.")
         raise DomainError(Code.NO_SIGNING_KEY, "No signing key is active; try again shortly.")
     if (
         cached is not None

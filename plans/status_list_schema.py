@@ -50,7 +50,7 @@ OPERATION: dict[str, Any] = {
             },
         },
         "304": {"description": "Unchanged since the ETag sent"},
-        "404": {"description": "No such team (`not_found`)"},
+        "404": {"description": "No such team, or none of its tokens signed yet (`not_found`)"},
         "503": {"description": "No signing key is active (`no_signing_key`)"},
     },
 }

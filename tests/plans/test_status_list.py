@@ -24,7 +24,7 @@ from joserfc.jwk import OKPKey
 from members.models import ApiKey
 from members.services import agent_update, api_key_revoke, member_disable
 from plans.keys import signing_key_revoke
-from plans.models import Plan, PlanToken
+from plans.models import Plan, PlanToken, SigningKey
 from plans.services import plan_revoke
 from plans.status_list import (
     EXP_TTLS,
@@ -312,11 +312,11 @@ def test_other_methods_are_405_and_write_nothing(agent, team, anonymous_client, 
     assert no_writes(queries)
 
 
-def test_a_team_without_a_signing_key_is_a_503_and_none_is_created(team, anonymous_client):
-    from plans.models import SigningKey
-
-    response = anonymous_client.get(list_url(team))
-    assert_problem(response, 503, "no_signing_key")
+def test_without_a_signing_key_the_list_is_refused_and_no_key_is_created(team, anonymous_client):
+    # Nothing signed yet: no token names the list.
+    assert_problem(anonymous_client.get(list_url(team)), 404, "not_found")
+    status_idx_allocate(team=team)  # an index, but no key to sign the list with
+    assert_problem(anonymous_client.get(list_url(team)), 503, "no_signing_key")
     assert not SigningKey.objects.exists()
 
 

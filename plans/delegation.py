@@ -70,6 +70,7 @@ from .services import (
     token_record,
     token_ttl_resolve,
 )
+from .status_list import status_idx_allocate
 
 __all__ = ["DelegatedToken", "plan_delegate"]
 
@@ -150,22 +151,25 @@ def _plan_delegate(
         parent=parent,
         act=act,
     )
-    signature = intent_token_sign(
-        plan=child,
-        member=member,
-        role=role,
-        groups=groups,
-        version=version,
-        ttl=ttl,
-        now=now,
-        active_key=context.active_key,
-    )
     with transaction.atomic():
         # The parent's row, locked (PostgreSQL; SQLite's IMMEDIATE transaction holds the
         # writer lock already): a revocation or another delegation waits for this one.
         locked = Plan.objects.select_for_update().only("status", "expires_at").get(pk=parent.pk)
         plan_require_live(locked, now, named="parent plan")
         child.reserved = _reserve(child_document, parent, candidates)
+        # Signed here, not before the transaction as issuance does: its status list index
+        # is taken only once the reservation fits, so a refusal moves no counter either.
+        child.status_idx = status_idx_allocate(team=parent.team)
+        signature = intent_token_sign(
+            plan=child,
+            member=member,
+            role=role,
+            groups=groups,
+            version=version,
+            ttl=ttl,
+            now=now,
+            active_key=context.active_key,
+        )
         row_insert(child)
         _child_records(child, parent, agent, signature, ttl)
         issued = token_record(

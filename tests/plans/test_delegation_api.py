@@ -18,6 +18,7 @@ from plans.delegation import plan_delegate
 from plans.models import Plan, PlanToken
 from plans.serializers import DelegatedTokenSerializer, delegated_token_body
 from plans.services import plan_issue, plan_revoke
+from plans.status_list import team_status_bits
 from tests.conftest import make_agent, plan_document
 
 from .helpers import assert_problem, claims_of, table_counts
@@ -372,3 +373,32 @@ def test_the_answer_is_what_its_serializer_declares(agent):
     body = delegated_token_body(delegated)
     assert body == dict(DelegatedTokenSerializer(delegated).data)
     assert list(body) == list(DelegatedTokenSerializer(delegated).data)
+
+
+def bit(team_id: int, idx: int) -> int:
+    return (team_status_bits(team_id).data[idx // 8] >> (idx % 8)) & 1
+
+
+def test_a_child_takes_a_status_list_index_and_its_bit_flips_with_the_parent(agent, team):
+    parent = declare(agent)
+    child = delegate(agent, parent["id"]).json()
+    status = claims_of(child["token"])["status"]["status_list"]
+    assert status["idx"] == Plan.objects.get(pk=child["id"]).status_idx
+    assert status["idx"] != claims_of(parent["token"])["status"]["status_list"]["idx"]
+    assert bit(team.pk, status["idx"]) == 0
+
+    plan_revoke(plan=Plan.objects.get(pk=parent["id"]), by="admin")
+
+    assert bit(team.pk, status["idx"]) == 1
+
+
+def test_a_refused_delegation_takes_no_status_list_index(agent, team):
+    parent = declare(agent)
+    assert delegate(agent, parent["id"]).status_code == 201
+    team.refresh_from_db()
+    before = team.status_list_next
+
+    assert_problem(delegate(agent, parent["id"]), 409, Code.BUDGET_UNAVAILABLE)
+
+    team.refresh_from_db()
+    assert team.status_list_next == before

@@ -73,6 +73,7 @@ class Code(StrEnum):
     DELEGATION_WIDENS = "delegation_widens"
     DELEGATION_REFUSED = "delegation_refused"
     BUDGET_UNAVAILABLE = "budget_unavailable"
+    INVALID_DPOP_PROOF = "invalid_dpop_proof"
 
 
 # What each code answers. Keyed by Code; a Code is a str, so a plain string looks up too.
@@ -111,6 +112,7 @@ PROBLEMS: dict[Code, Problem] = {
     Code.DELEGATION_WIDENS: Problem(403, "The child plan admits calls its parent does not"),
     Code.DELEGATION_REFUSED: Problem(403, "That agent cannot receive this delegation"),
     Code.BUDGET_UNAVAILABLE: Problem(409, "The parent plan has not that much left"),
+    Code.INVALID_DPOP_PROOF: Problem(401, "The DPoP proof is missing or not valid"),
 }
 
 

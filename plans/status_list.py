@@ -16,6 +16,7 @@ build per process per quarter ``ttl`` however many read it.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import math
 import threading
@@ -66,8 +67,12 @@ TYP: Final = "statuslist+jwt"
 #: A list token stays acceptable for this many ``ttl`` after its ``iat`` (two bounds): a
 #: guard that misses a fetch or two keeps its list, one that cannot fetch for longer drops it.
 EXP_TTLS: Final = 4
-#: A process rebuilds a team's list when its copy is older than this share of ``ttl``.
+#: A process rebuilds a team's list when its copy is older than this share of ``ttl``...
 CACHE_SHARE: Final = 0.25
+#: ...or, for a list that takes long to build, than this many times its build took, up to
+#: half ``ttl`` (1,000,000 plans: about 1.4 s a build on PostgreSQL; docs/decisions/0068).
+BUILD_TIMES: Final = 4
+CACHE_SHARE_MAX: Final = 0.5
 _TEAM_ID_MAX: Final = 2**63 - 1
 
 
@@ -200,7 +205,8 @@ class SignedList:
     digest: str
     kid: str
     alg: str
-    built_at: float  # time.monotonic() of the bits it carries
+    built_at: float  # time.monotonic() when the rows it carries were read
+    build_seconds: float
 
 
 _cache: dict[int, SignedList] = {}
@@ -213,7 +219,19 @@ def status_list_cache_clear() -> None:
     _cache.clear()
 
 
-def _sign(bits: StatusBits, team_id: int, key: SigningKey, ttl: int) -> SignedList:
+def _fresh_seconds(signed: SignedList) -> float:
+    """How long this process serves its copy before reading the rows again."""
+    return min(
+        CACHE_SHARE_MAX * signed.ttl,
+        max(CACHE_SHARE * signed.ttl, BUILD_TIMES * signed.build_seconds),
+    )
+
+
+def _age(signed: SignedList) -> float:
+    return time.monotonic() - signed.built_at
+
+
+def _sign(bits: StatusBits, team_id: int, key: SigningKey, ttl: int, started: float) -> SignedList:
     signer = active_signer(key)
     iat = int(time.time())
     claims = {
@@ -233,11 +251,13 @@ def _sign(bits: StatusBits, team_id: int, key: SigningKey, ttl: int) -> SignedLi
         digest=bits.digest,
         kid=key.kid,
         alg=str(settings.PLANGATE_SIGNING_ALG),
-        built_at=time.monotonic(),
+        built_at=started,
+        build_seconds=time.monotonic() - started,
     )
 
 
 def _build(team_id: int, cached: SignedList | None) -> SignedList:
+    started = time.monotonic()
     bits = team_status_bits(team_id)
     ttl = list_ttl(bits.bound_seconds)
     key = SigningKey.objects.filter(state=SigningKey.State.ACTIVE).first()
@@ -255,25 +275,35 @@ def _build(team_id: int, cached: SignedList | None) -> SignedList:
     ):
         # The same bits, recently signed: the same token, so the ETag holds and caches
         # revalidate with 304s.
-        return SignedList(**{**cached.__dict__, "built_at": time.monotonic()})
-    return _sign(bits, team_id, key, ttl)
+        return dataclasses.replace(
+            cached, built_at=started, build_seconds=time.monotonic() - started
+        )
+    return _sign(bits, team_id, key, ttl, started)
 
 
 def status_list_signed(team_id: int) -> SignedList:
-    """``team_id``'s signed list, from this process's copy while it is younger than a
-    quarter ``ttl``; DomainError ``not_found`` for an unknown team."""
+    """``team_id``'s signed list, from this process's copy while it is fresh (a quarter
+    ``ttl``, longer for a list slow to build: ``_fresh_seconds``); DomainError
+    ``not_found`` for an unknown team. While one thread rebuilds a team's list, the others
+    serve the copy they have if it is younger than ``ttl``."""
     cached = _cache.get(team_id)
-    if cached is not None and time.monotonic() - cached.built_at < CACHE_SHARE * cached.ttl:
+    if cached is not None and _age(cached) < _fresh_seconds(cached):
         return cached
     with _locks_guard:
         lock = _locks.setdefault(team_id, threading.Lock())
-    with lock:  # one build per team at a time; the others wait for it
+    if not lock.acquire(blocking=False):
+        if cached is not None and _age(cached) < cached.ttl:
+            return cached
+        lock.acquire()
+    try:
         cached = _cache.get(team_id)
-        if cached is not None and time.monotonic() - cached.built_at < CACHE_SHARE * cached.ttl:
+        if cached is not None and _age(cached) < _fresh_seconds(cached):
             return cached
         signed = _build(team_id, cached)
         _cache[team_id] = signed
         return signed
+    finally:
+        lock.release()
 
 
 # --- the view ------------------------------------------------------------------------------
@@ -311,7 +341,7 @@ def status_list_view(request: HttpRequest, team_id: str) -> HttpResponse:
         return _problem(request, database_unavailable_error())
     # What a cache may still serve: the ttl less the age of this process's copy of the bits,
     # so that no copy anywhere is older than ttl.
-    max_age = max(0, signed.ttl - int(time.monotonic() - signed.built_at))
+    max_age = max(0, signed.ttl - int(_age(signed)))
     headers = {
         "ETag": signed.etag,
         "Cache-Control": f"public, max-age={max_age}",

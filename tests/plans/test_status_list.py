@@ -281,7 +281,7 @@ def test_a_process_serves_its_copy_without_a_query_then_rebuilds(agent, team, an
 def test_a_rebuild_finding_the_same_bits_keeps_the_token_and_etag(
     agent, team, anonymous_client, monkeypatch
 ):
-    monkeypatch.setattr("plans.status_list.CACHE_SHARE", 0.0)  # every GET rebuilds
+    monkeypatch.setattr("plans.status_list._fresh_seconds", lambda signed: 0.0)  # rebuilds
     issued = declare(agent)
     first = anonymous_client.get(list_url(team))
     second = anonymous_client.get(list_url(team), HTTP_IF_NONE_MATCH=first["ETag"])
@@ -407,3 +407,24 @@ def test_an_independent_implementation_agrees_on_every_tokens_status(
     assert [entry["idx"] for entry in answer] == [
         Plan.objects.get(pk=body["id"]).status_idx for body in issued.values()
     ]
+
+
+@pytest.mark.parametrize(
+    ("ttl", "build_seconds", "fresh"),
+    [(8, 0.01, 2.0), (8, 1.0, 4.0), (8, 0.75, 3.0), (30, 0.5, 7.5)],
+)
+def test_a_slow_list_is_kept_longer_but_never_past_half_its_ttl(ttl, build_seconds, fresh):
+    from plans.status_list import SignedList, _fresh_seconds
+
+    signed = SignedList(
+        token="",
+        etag="",
+        ttl=ttl,
+        iat=0,
+        digest="",
+        kid="",
+        alg="EdDSA",
+        built_at=0.0,
+        build_seconds=build_seconds,
+    )
+    assert _fresh_seconds(signed) == pytest.approx(fresh)

@@ -37,7 +37,15 @@ from guard.tokens import unverified_claims, unverified_header, verify_token
 # The agent side (guard.agent) needs httpx; the server only needs the core above, so the
 # agent side is imported when first asked for: `from guard import Guard` (or `AsyncGuard`).
 _AGENT_NAMES = frozenset(
-    {"AsyncGuard", "Guard", "CallBlocked", "CallDecision", "GuardError", "GuardStatus"}
+    {
+        "AsyncGuard",
+        "Guard",
+        "CallBlocked",
+        "CallDecision",
+        "Delegation",
+        "GuardError",
+        "GuardStatus",
+    }
 )
 
 
@@ -62,6 +70,7 @@ __all__ = [
     "CallDecision",
     "CompiledPlan",
     "CompiledPolicy",
+    "Delegation",
     "DocumentInvalid",
     "FieldError",
     "Guard",

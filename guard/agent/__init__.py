@@ -11,6 +11,7 @@ the core (`guard.plan`, `guard.policy`, `guard.tokens`...) does not.
     decider.py    deciding a call (the hot path), step budgets, stopping a plan
     session.py    one plan's state, CallDecision and the fixed decisions
     answer.py     verifying a declare/refresh answer (the token for exactly the plan sent)
+    delegation.py  Delegation: a child plan for a sub-agent, its token's checks
     approval.py   waiting politely for a person's approval; the plan awaiting it
     refresher.py  refreshing the token: retries, back-off, JWKS refetch, background thread
     display.py    the ACP display of the plan's progress, newest state first
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from guard.agent.async_guard import AsyncGuard
+    from guard.agent.delegation import Delegation
     from guard.agent.errors import ApprovalError, CallBlocked, GuardError
     from guard.agent.guard import Guard
     from guard.agent.session import CallDecision
@@ -41,6 +43,7 @@ _EXPORTS = {
     "GuardError": "guard.agent.errors",
     "Guard": "guard.agent.guard",
     "CallDecision": "guard.agent.session",
+    "Delegation": "guard.agent.delegation",
     "DeclaredPlan": "guard.agent.status",
     "GuardStatus": "guard.agent.status",
     "StepStatus": "guard.agent.status",
@@ -62,6 +65,7 @@ __all__ = [
     "CallBlocked",
     "CallDecision",
     "DeclaredPlan",
+    "Delegation",
     "Guard",
     "GuardError",
     "GuardStatus",

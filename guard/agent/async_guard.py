@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
+from guard.agent.delegation import Delegation
 from guard.agent.errors import GUARD_CLOSED, CallBlocked, GuardError
 from guard.agent.guard import Guard
 from guard.agent.reporter import ReporterStats
@@ -156,6 +158,30 @@ class AsyncGuard:
         """`Guard.declare`, awaited: the request and any wait for a person's approval (up to
         `approval_wait_seconds`) run off the event loop; raises as `Guard.declare` does."""
         return await self._off_loop(self._guard.declare, plan)
+
+    async def delegate(
+        self, plan: object, to: str | None = None, ttl: int | None = None
+    ) -> Delegation:
+        """`Guard.delegate`, awaited: the request runs off the event loop."""
+        return await self._off_loop(functools.partial(self._guard.delegate, plan, to, ttl))
+
+    async def adopt(self, delegation: Delegation) -> DeclaredPlan:
+        """`Guard.adopt`, awaited: the key set is fetched off the event loop."""
+        return await self._off_loop(self._guard.adopt, delegation)
+
+    @classmethod
+    async def from_delegation(
+        cls, delegation: Delegation, api_key: str, **options: Any
+    ) -> AsyncGuard:
+        """`Guard.from_delegation` for asyncio code."""
+        options.setdefault("issuer", delegation.issuer)
+        guard = cls(delegation.url, api_key, **options)
+        try:
+            await guard.adopt(delegation)
+        except BaseException:
+            await guard.aclose()
+            raise
+        return guard
 
     async def handle_declare_plan(self, arguments: object) -> dict[str, Any]:
         """`Guard.handle_declare_plan`, awaited: the ``declare_plan`` tool result for the

@@ -45,6 +45,12 @@ from guard.agent.approval import (
     wait_for_approval,
 )
 from guard.agent.decider import Decider
+from guard.agent.delegation import (
+    DELEGATED_PLAN,
+    Delegation,
+    child_token_check,
+    reservation_read,
+)
 from guard.agent.display import PlanDisplay
 from guard.agent.errors import (
     APPROVAL_PENDING,
@@ -70,6 +76,7 @@ from guard.agent.status import DeclaredPlan, GuardStatus, awaiting_status, sessi
 from guard.agent.status_list import StatusListReader
 from guard.agent.status_watch import StatusWatcher
 from guard.agent.tools import declare_plan_result
+from guard.agent.verified import VerifiedToken
 from guard.decisions import Decision, PlanOutcome
 from guard.errors import DocumentInvalid, FieldError
 from guard.plan import plan_hash, validate_plan
@@ -249,6 +256,8 @@ class Guard:
         self._closing = threading.Event()
         self._approval_sleep = approval_sleep or self._closing.wait
         self._closed = False
+        # The session runs a plan delegated to it (`adopt`): it declares none of its own.
+        self._delegated = False
 
     @property
     def session_id(self) -> str:
@@ -281,6 +290,12 @@ class Guard:
         """
         if self._closed:
             raise GuardError(GUARD_CLOSED, "the guard is closed")
+        if self._delegated:
+            raise GuardError(
+                DELEGATED_PLAN,
+                "this session runs a plan delegated to it by another agent; it cannot declare"
+                " one of its own: ask the delegating agent, or start a new session",
+            )
         self._refuse_after_output()  # first: no plan, valid or not, is taken after output
         try:
             document = validate_plan(plan)
@@ -382,9 +397,11 @@ class Guard:
         document: dict[str, Any],
         document_hash: str,
         awaiting: AwaitingPlan | None,
+        check: Callable[[VerifiedToken], None] | None = None,
     ) -> DeclaredPlan:
         """Verify the answer's token for exactly `document` (and, for a plan that awaited
-        approval, its approval), then make it the session's plan."""
+        approval, its approval; for a delegated plan, `check`), then make it the session's
+        plan."""
         try:
             plan_id, token = self._accept(
                 body,
@@ -393,6 +410,8 @@ class Guard:
                 expected_id=awaiting.id if awaiting is not None else None,
                 approved=awaiting is not None,
             )
+            if check is not None:
+                check(token)
         except GuardError as error:
             self._report_unaccepted(body, error)
             if awaiting is not None:
@@ -430,6 +449,137 @@ class Guard:
             report_arguments=state.report_arguments,
             approved_by=token.claims.apr.by if token.claims.apr is not None else None,
         )
+
+    # --- delegating (guard.agent.delegation) -------------------------------------------
+
+    def delegate(self, plan: object, to: str | None = None, ttl: int | None = None) -> Delegation:
+        """Delegate `plan` (a child plan document, every step inside a step of the current
+        plan) to the agent `to` (its id; default this guard's own agent), for `ttl` seconds
+        at most (never past the current plan). Returns the `Delegation` to hand to the
+        sub-agent (no API key in it: the sub-agent uses its own agent's).
+
+        The child's token is verified as a declaration's, and must name this plan as its
+        ``parent`` and carry an ``act`` chain. What the child reserved is counted here as
+        spent (`GuardStatus` steps show it as ``delegated``). While the request is out, the
+        steps of the child's tools (and their budgets) take no call of this guard's own,
+        and the decisions already allowed are delivered first, so that the control plane
+        reserves only what this guard has not used: the plan and its children together
+        never exceed it.
+
+        Raises GuardError ``no_plan``, ``invalid_plan``, the plan's stop code (revoked,
+        ended...), ``control_plane_unavailable`` (also when the decision log could not be
+        delivered first), ``token_invalid`` / ``plan_swapped``, or the control plane's
+        refusal with its paths: ``delegation_widens``, ``budget_unavailable``,
+        ``delegation_refused``, ``policy_denied``...
+        """
+        if self._closed:
+            raise GuardError(GUARD_CLOSED, "the guard is closed")
+        try:
+            document = validate_plan(plan)
+        except DocumentInvalid as error:
+            raise GuardError(
+                INVALID_PLAN, "the child plan is invalid", errors=_field_errors(error.errors)
+            ) from error
+        document_hash = plan_hash(document)
+        parent = self._plan
+        if parent is None:
+            raise GuardError(Decision.NO_PLAN.value, "no plan to delegate from: declare one")
+        stopped = parent.stopped
+        if stopped is not None:
+            raise GuardError(stopped.code.value, stopped.reason)
+        with self._declare_lock:
+            with self._lock:
+                held = parent.hold({step["tool"] for step in document["steps"]})
+            try:
+                if self._reporter is not None and not self._reporter.flush(10.0):
+                    raise GuardError(
+                        CONTROL_PLANE_UNAVAILABLE,
+                        "the calls already allowed could not be reported before delegating",
+                    )
+                try:
+                    body = self._control_plane.delegate(parent.id, document, agent=to, ttl=ttl)
+                except ControlPlaneError as error:
+                    raise GuardError(error.code, error.detail, errors=error.errors) from error
+                except ControlPlaneUnavailable as error:
+                    raise GuardError(CONTROL_PLANE_UNAVAILABLE, str(error)) from error
+                plan_id, token = self._accept(body, document, document_hash)
+                child_token_check(
+                    token,
+                    parent_id=parent.id,
+                    parent_plan_hash=parent.hash,
+                    agent=to if to is not None else parent.token.claims.agent,
+                )
+                chain = parent.token.claims.act or {"sub": parent.token.claims.agent}
+                if token.claims.act is None or token.claims.act.get("act") != chain:
+                    raise GuardError(PLAN_SWAPPED, "the child token's act chain is not this plan's")
+                reservation = reservation_read(body.get("reserved"), parent.compiled)
+            except BaseException:
+                with self._lock:
+                    parent.release(held)
+                raise
+            with self._lock:
+                parent.release(held)
+                parent.reserve(reservation.calls, reservation.budgets)
+        self._display.publish(parent)
+        return Delegation(
+            plan_id=plan_id,
+            token=token.token,
+            plan=document,
+            plan_hash=document_hash,
+            expires_at=token.expires_at,
+            parent_id=parent.id,
+            parent_plan_hash=parent.hash,
+            agent=token.claims.agent,
+            url=self.url,
+            issuer=self.issuer,
+            reserved=dict(body["reserved"]),
+            report_arguments=bool(body.get("reportArguments")),
+        )
+
+    def adopt(self, delegation: Delegation) -> DeclaredPlan:
+        """Run the child plan `delegation` in this session (a sub-agent's guard, holding
+        the receiving agent's API key): its token is verified as a declaration's, and must
+        name the delegation's parent and agent; then calls are decided offline, the token
+        refreshed (``POST /v1/plans/{child}/refresh``, refused once the parent stopped),
+        the status watched and decisions reported like any plan's. From then on the session
+        declares no plan of its own (``delegated_plan``) until `new_session`.
+
+        Raises GuardError as `declare` does (``invalid_plan``, ``declare_after_output``,
+        ``token_invalid``, ``plan_swapped``, ``control_plane_unavailable``).
+        """
+        if self._closed:
+            raise GuardError(GUARD_CLOSED, "the guard is closed")
+        self._refuse_after_output()
+        try:
+            document = validate_plan(delegation.plan)
+        except DocumentInvalid as error:
+            raise GuardError(
+                INVALID_PLAN, "the delegated plan is invalid", errors=_field_errors(error.errors)
+            ) from error
+        document_hash = plan_hash(document)
+        check = functools.partial(
+            child_token_check,
+            parent_id=delegation.parent_id,
+            parent_plan_hash=delegation.parent_plan_hash,
+            agent=delegation.agent,
+        )
+        with self._declare_lock:
+            declared = self._install(delegation.answer(), document, document_hash, None, check)
+            self._delegated = True
+        return declared
+
+    @classmethod
+    def from_delegation(cls, delegation: Delegation, api_key: str, **options: Any) -> Guard:
+        """A sub-agent's guard running `delegation`: the control plane and issuer it names,
+        `api_key` of the receiving agent, `options` as `Guard`'s (see `adopt`)."""
+        options.setdefault("issuer", delegation.issuer)
+        guard = cls(delegation.url, api_key, **options)
+        try:
+            guard.adopt(delegation)
+        except BaseException:
+            guard.close()
+            raise
+        return guard
 
     def _plan_token(self, plan_id: str) -> str | None:
         """The newest intent token held for plan `plan_id` (refreshes replace it), or None."""
@@ -716,6 +866,7 @@ class Guard:
         """
         self.end_plan()
         with self._lock:
+            self._delegated = False
             self._decider.tool_output_seen = False
             self.session_id = session_id or f"plangate-{uuid.uuid4().hex}"
 

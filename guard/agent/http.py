@@ -178,6 +178,23 @@ class ControlPlaneClient:
         ``approval_expired`` (410)."""
         return self._json("POST", f"/v1/plans/{plan_id}/token", None, 200)
 
+    def delegate(
+        self,
+        plan_id: str,
+        plan: Mapping[str, Any],
+        *,
+        agent: str | None = None,
+        ttl: int | None = None,
+    ) -> dict[str, Any]:
+        """POST /v1/plans/{id}/delegations: the declaration's 201 answer for a child plan,
+        plus ``parent`` ``{id, planHash}``, ``agent`` and ``reserved``."""
+        body: dict[str, Any] = {"plan": plan}
+        if agent is not None:
+            body["agent"] = agent
+        if ttl is not None:
+            body["ttl"] = ttl
+        return self._json("POST", f"/v1/plans/{plan_id}/delegations", body, 201)
+
     def refresh(self, plan_id: str, token: str, *, ttl: int | None = None) -> dict[str, Any]:
         """POST /v1/plans/{id}/refresh: the same shape as `declare`."""
         body: dict[str, Any] = {"token": token}

@@ -141,6 +141,7 @@ class PlanState:
         "blocked",
         "budget_totals",
         "compiled",
+        "delegated",
         "descriptions",
         "document",
         "ended",
@@ -176,6 +177,9 @@ class PlanState:
         self.install(token)
         self.report_arguments = report_arguments
         self.used = [0] * len(steps)
+        # Of `used`, the calls held or reserved for child plans (guard.agent.delegation):
+        # they count against maxCalls but were never this guard's own calls.
+        self.delegated = [0] * len(steps)
         # What each budget of a version-2 plan has counted (`compiled.budgets` order),
         # changed under the guard's lock with `used`; a refreshed token keeps it (`install`
         # replaces the token only, and the plan, so every budget's max, cannot change).
@@ -337,6 +341,55 @@ class PlanState:
             f" refreshed{detail}",
         )
 
+    # Delegation (guard.agent.delegation): the caller holds the guard's lock.
+
+    def hold(self, tools: set[str]) -> tuple[dict[int, int], dict[int, Amount]]:
+        """Take what is left of every step calling one of `tools`, and of every budget
+        counting such a step, while a delegation is asked for: the parent's own calls of
+        them wait (``max_calls_exceeded`` / ``budget_exceeded``) so that the control plane,
+        which counts the calls reported to it, reserves for the child only what the parent
+        has not used. Returns what to give back to `release`: the counts as they were."""
+        steps = {
+            index: self.used[index]
+            for index, tool in enumerate(self.compiled.tools)
+            if tool in tools
+        }
+        budgets = {
+            budget.index: self.budget_totals[budget.index]
+            for index in steps
+            for budget in self.compiled.step_budgets[index]
+        }
+        for index, used in steps.items():
+            held = max(0, self.compiled.max_calls[index] - used)
+            self.used[index] += held
+            self.delegated[index] += held
+        for index in budgets:
+            budget = self.compiled.budgets[index]
+            self.budget_totals[index] = max(budget.max, self.budget_totals[index])
+        return steps, budgets
+
+    def release(self, held: tuple[dict[int, int], dict[int, Amount]]) -> None:
+        """Give back what `hold` took (nothing could be counted meanwhile: it was full)."""
+        steps, budgets = held
+        for index, used in steps.items():
+            self.delegated[index] -= self.used[index] - used
+            self.used[index] = used
+        for index, total in budgets.items():
+            self.budget_totals[index] = total
+
+    def reserve(self, calls: Mapping[int, int], budgets: Mapping[int, Amount]) -> None:
+        """Count what a child plan took (its reservation, by parent step and budget index)
+        as spent here, so that this guard and its children together never exceed the plan.
+        A reservation is never given back, as on the control plane."""
+        for index, count in calls.items():
+            self.used[index] += count
+            self.delegated[index] += count
+        for index, amount in budgets.items():
+            counted = add_exactly(self.budget_totals[index], amount)
+            self.budget_totals[index] = (
+                counted if counted is not None else self.compiled.budgets[index].max
+            )
+
     # Status changes: the caller holds the guard's lock and publishes when they return True.
 
     def complete_step(self, step: int) -> bool:
@@ -348,13 +401,16 @@ class PlanState:
     def fail_step(self, step: int) -> None:
         """An allowed call of `step` raised: it does not count as the step having run. The
         step stays in progress (another call may still complete it)."""
-        if self.failed[step] < self.used[step]:
+        if self.failed[step] < self.used[step] - self.delegated[step]:
             self.failed[step] += 1
 
     def ran(self, step: int) -> bool:
         """Whether `step` has run: it completed, or an allowed call of it did not fail (one
         still running, or one the application ran without telling `completed`)."""
-        return self.statuses[step] == acp.COMPLETED or self.used[step] > self.failed[step]
+        return (
+            self.statuses[step] == acp.COMPLETED
+            or self.used[step] - self.delegated[step] > self.failed[step]
+        )
 
     def required_not_run(self) -> list[int]:
         """The required steps (indexes) that have not run."""
@@ -396,7 +452,7 @@ class PlanState:
         changed = False
         for index, status in enumerate(self.statuses):
             if status == acp.IN_PROGRESS:
-                ran = self.used[index] > self.failed[index]
+                ran = self.used[index] - self.delegated[index] > self.failed[index]
                 self.statuses[index] = acp.COMPLETED if ran else acp.CANCELLED
                 changed = True
         return changed

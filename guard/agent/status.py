@@ -33,7 +33,8 @@ class DeclaredPlan:
 class StepStatus:
     """One step of the plan: `index` counts from 0 (``plan["steps"][index]``), `number`
     from 1, as every text for people does ("step 2"). `used` counts the allowed calls,
-    `failed` those whose tool raised (or answered with an error)."""
+    `failed` those whose tool raised (or answered with an error), `delegated` the calls
+    reserved for child plans (`Guard.delegate`), which count against `max_calls` too."""
 
     index: int
     tool: str
@@ -44,6 +45,7 @@ class StepStatus:
     # the ACP entry status: pending, in_progress, completed, cancelled, _awaiting_approval
     status: str
     failed: int = 0
+    delegated: int = 0
 
     @property
     def number(self) -> int:
@@ -86,6 +88,7 @@ def _steps(
     used: list[int],
     statuses: list[str],
     failed: list[int] | None = None,
+    delegated: list[int] | None = None,
 ) -> tuple[StepStatus, ...]:
     return tuple(
         StepStatus(
@@ -93,10 +96,11 @@ def _steps(
             tool=step["tool"],
             description=descriptions[index],
             required=step["required"],
-            used=used[index],
+            used=used[index] - (delegated[index] if delegated is not None else 0),
             max_calls=step["maxCalls"],
             status=statuses[index],
             failed=failed[index] if failed is not None else 0,
+            delegated=delegated[index] if delegated is not None else 0,
         )
         for index, step in enumerate(document["steps"])
     )
@@ -140,10 +144,11 @@ def session_status(
     with lock:
         used = list(plan.used)
         failed = list(plan.failed)
+        delegated = list(plan.delegated)
         statuses = list(plan.statuses)
         pending = tuple(plan.required_not_run())
     token = plan.token
-    steps = _steps(plan.document, plan.descriptions, used, statuses, failed)
+    steps = _steps(plan.document, plan.descriptions, used, statuses, failed, delegated)
     if plan.blocked is not None:
         state, reason = "blocked", plan.blocked.reason
     elif token.withdrawn is not None:

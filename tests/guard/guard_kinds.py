@@ -56,6 +56,12 @@ class AsyncFacade:
     def declare(self, plan: object) -> Any:
         return self.run(self.guard.declare(plan))
 
+    def delegate(self, plan: object, to: str | None = None, ttl: int | None = None) -> Any:
+        return self.run(self.guard.delegate(plan, to, ttl))
+
+    def adopt(self, delegation: Any) -> Any:
+        return self.run(self.guard.adopt(delegation))
+
     def handle_declare_plan(self, arguments: object) -> dict[str, Any]:
         return self.run(self.guard.handle_declare_plan(arguments))
 

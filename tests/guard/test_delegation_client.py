@@ -1,0 +1,255 @@
+"""A real guard delegates part of its plan to a sub-agent, against the real control plane
+in-process (docs/decisions/0070): the child's guard decides inside the child plan, the
+parent's own counters hold what the child reserved, a refusal carries its code and paths,
+and revoking the parent stops the child."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from guard.agent import Delegation, Guard, GuardError
+from guard.agent.delegation import DELEGATED_PLAN, INVALID_DELEGATION
+from guard.decisions import Decision
+from members.services import agent_update
+from plans.models import Plan
+from plans.services import plan_revoke
+from tests.conftest import make_agent, plan_document
+
+from .client_helpers import wait_until
+
+REPO = {"repo": "acme/public-app"}
+LIST_STEP = {"tool": "github_list_issues", "args": {"repo": {"eq": "acme/public-app"}}}
+
+
+def child_plan(max_calls: int = 2, **step) -> dict:
+    return plan_document(
+        goal="List the issues", steps=[{**LIST_STEP, "maxCalls": max_calls, **step}]
+    )
+
+
+@pytest.fixture
+def worker(team, policy_version):
+    """A second agent of the team that accepts delegations: the sub-agent."""
+    persona = make_agent(team, "worker", policy_version)
+    agent_update(agent=persona.agent, accepts_delegations=True)
+    return persona
+
+
+def test_a_child_decides_inside_its_plan_and_the_parent_holds_the_reservation(
+    make_any_guard, worker
+):
+    parent = make_any_guard()
+    declared = parent.declare(plan_document())
+
+    delegation = parent.delegate(child_plan(), to=worker.agent.pk)
+
+    assert delegation.parent_id == declared.plan_id
+    assert delegation.parent_plan_hash == declared.plan_hash
+    assert delegation.agent == worker.agent.pk
+    assert delegation.reserved["calls"] == {"0": 2}
+    assert delegation.url == parent.url and delegation.issuer == parent.issuer
+    assert "pg_" not in delegation.to_json()  # never an API key
+    step = parent.status().steps[0]
+    assert (step.used, step.delegated, step.max_calls) == (0, 2, 3)
+    assert parent.status().required_pending == ()  # a reservation is not a call that ran
+    # The parent keeps one call of its three; the child took two.
+    assert parent.check("github_list_issues", REPO).allowed
+    assert parent.check("github_list_issues", REPO).code == Decision.MAX_CALLS_EXCEEDED
+
+    child = make_any_guard(api_key=worker.api_key)
+    adopted = child.adopt(Delegation.from_json(delegation.to_json()))
+
+    assert adopted.plan_id == delegation.plan_id
+    assert child._plan.token.claims.parent.jti == declared.plan_id
+    assert child.check("github_list_issues", REPO).allowed
+    assert child.check("github_get_issue", REPO).code == Decision.NOT_IN_PLAN
+    assert child.check("github_list_issues", {"repo": "acme/other"}).code == Decision.NOT_IN_PLAN
+    assert child.check("github_list_issues", REPO).allowed
+    assert child.check("github_list_issues", REPO).code == Decision.MAX_CALLS_EXCEEDED
+
+
+def test_a_child_refreshes_with_its_own_agents_key(make_any_guard, worker, clock):
+    parent = make_any_guard()
+    parent.declare(plan_document())
+    child = make_any_guard(api_key=worker.api_key)
+    child.adopt(parent.delegate(child_plan(), to=worker.agent.pk))
+    before = child._plan.token.token
+
+    clock.advance(5)
+    assert child.refresh() is True
+
+    assert child._plan.token.token != before
+    assert child._plan.token.claims.parent is not None
+
+
+@pytest.mark.parametrize(
+    ("plan", "to", "code", "paths"),
+    [
+        (
+            child_plan(args={"repo": {"eq": "acme/other"}}),
+            None,
+            "delegation_widens",
+            ["plan.steps[0].args.repo"],
+        ),
+        (child_plan(max_calls=5), None, "budget_unavailable", ["plan.steps[0].maxCalls"]),
+        (child_plan(), "01ARZ3NDEKTSV4RRFFQ69G5FAV", "delegation_refused", ["agent"]),
+    ],
+    ids=["widens", "budget", "refused"],
+)
+def test_a_refused_delegation_raises_with_its_code_and_paths_and_holds_nothing(
+    make_any_guard, plan, to, code, paths
+):
+    parent = make_any_guard()
+    parent.declare(plan_document())
+
+    with pytest.raises(GuardError) as raised:
+        parent.delegate(plan, to=to)
+
+    assert raised.value.code == code
+    assert [error["path"] for error in raised.value.errors] == paths
+    assert [step.delegated for step in parent.status().steps] == [0, 0]
+    for _ in range(3):
+        assert parent.check("github_list_issues", REPO).allowed
+
+
+def test_another_agent_that_does_not_accept_delegations_is_refused(
+    make_any_guard, team, policy_version
+):
+    other = make_agent(team, "closed", policy_version)
+    parent = make_any_guard()
+    parent.declare(plan_document())
+
+    with pytest.raises(GuardError) as raised:
+        parent.delegate(child_plan(), to=other.agent.pk)
+
+    assert raised.value.code == "delegation_refused"
+
+
+def test_delegating_without_a_plan_or_with_an_invalid_one_is_refused(make_any_guard):
+    parent = make_any_guard()
+    with pytest.raises(GuardError) as raised:
+        parent.delegate(child_plan())
+    assert raised.value.code == Decision.NO_PLAN
+
+    parent.declare(plan_document())
+    with pytest.raises(GuardError) as raised:
+        parent.delegate({"version": 1})
+    assert raised.value.code == "invalid_plan"
+    assert raised.value.errors
+
+
+def test_revoking_the_parent_stops_the_child(make_any_guard, worker):
+    parent = make_any_guard()
+    declared = parent.declare(plan_document())
+    child = make_any_guard(api_key=worker.api_key, status_list=False)
+    child.adopt(parent.delegate(child_plan(), to=worker.agent.pk))
+    assert child.check("github_list_issues", REPO).allowed
+
+    plan_revoke(plan=Plan.objects.get(pk=declared.plan_id), by="admin", reason="stop now")
+
+    assert child.poll_status() is True
+    assert child.check("github_list_issues", REPO).code == Decision.PLAN_REVOKED
+    assert child.refresh() is False
+
+
+def test_a_sub_agent_session_declares_no_plan_of_its_own(make_any_guard, worker):
+    parent = make_any_guard()
+    parent.declare(plan_document())
+    child = make_any_guard(api_key=worker.api_key)
+    child.adopt(parent.delegate(child_plan(), to=worker.agent.pk))
+
+    with pytest.raises(GuardError) as raised:
+        child.declare(plan_document())
+    result = child.handle_declare_plan(plan_document())
+
+    assert raised.value.code == DELEGATED_PLAN
+    assert DELEGATED_PLAN in json.dumps(result)
+    assert child.check("github_list_issues", REPO).allowed  # the child plan stays
+
+
+def test_a_delegation_for_another_parent_or_agent_is_refused(make_any_guard, worker, agent):
+    parent = make_any_guard()
+    parent.declare(plan_document())
+    delegation = parent.delegate(child_plan(), to=worker.agent.pk)
+
+    for changed in (
+        dataclasses.replace(delegation, parent_id="01ARZ3NDEKTSV4RRFFQ69G5FAV"),
+        dataclasses.replace(delegation, agent=agent.agent.pk),
+    ):
+        child = make_any_guard(api_key=worker.api_key)
+        with pytest.raises(GuardError) as raised:
+            child.adopt(changed)
+        assert raised.value.code == "plan_swapped"
+        assert child.check("github_list_issues", REPO).code == Decision.NO_PLAN
+
+    # The parent's own token is not a child's.
+    own = dataclasses.replace(
+        delegation,
+        plan_id=parent._plan.id,
+        token=parent._plan.token.token,
+        plan=parent._plan.document,
+        plan_hash=parent._plan.hash,
+    )
+    with pytest.raises(GuardError) as raised:
+        make_any_guard().adopt(own)
+    assert raised.value.code == "token_invalid"
+
+
+def test_a_delegation_reads_back_from_its_json_and_says_what_is_wrong():
+    delegation = Delegation(
+        plan_id="01ARZ3NDEKTSV4RRFFQ69G5FAV",
+        token="a.b.c",
+        plan=child_plan(),
+        plan_hash="h",
+        expires_at=1_800_000_000.5,
+        parent_id="01ARZ3NDEKTSV4RRFFQ69G5FAW",
+        parent_plan_hash="p",
+        agent="01ARZ3NDEKTSV4RRFFQ69G5FAX",
+        url="http://localhost:8000",
+        issuer="http://localhost:8000",
+        reserved={"calls": {"0": 2}, "budgets": {}},
+    )
+    assert Delegation.from_json(delegation.to_json()) == delegation
+    assert "a.b.c" not in repr(delegation)
+
+    data = json.loads(delegation.to_json())
+    del data["token"]
+    data["parent"]["id"] = 7
+    data["expiresAt"] = "soon"
+    with pytest.raises(GuardError) as raised:
+        Delegation.from_json(json.dumps(data))
+    assert raised.value.code == INVALID_DELEGATION
+    assert [error["path"] for error in raised.value.errors] == ["token", "parent.id", "expiresAt"]
+    with pytest.raises(GuardError):
+        Delegation.from_json("not json")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_live_child_is_stopped_within_the_bound_once_the_parent_is_revoked(
+    live_guard, worker, team
+):
+    team.revocation_bound_seconds = 4
+    team.save(update_fields=["revocation_bound_seconds"])
+    parent = live_guard()
+    declared = parent.declare(plan_document())
+    assert parent.check("github_list_issues", REPO).allowed
+    # The parent's reported call counts on the control plane: two of three are left.
+    with pytest.raises(GuardError) as raised:
+        parent.delegate(child_plan(max_calls=3), to=worker.agent.pk)
+    assert raised.value.code == "budget_unavailable"
+    child = Guard.from_delegation(
+        parent.delegate(child_plan(), to=worker.agent.pk), worker.api_key, report_interval=0.05
+    )
+    try:
+        assert child.check("github_list_issues", REPO).allowed
+        assert parent.check("github_list_issues", REPO).code == Decision.MAX_CALLS_EXCEEDED
+
+        plan_revoke(plan=Plan.objects.get(pk=declared.plan_id), by="admin", reason="stop")
+
+        assert wait_until(lambda: child.status().blocked is not None, timeout=8)
+        assert child.check("github_list_issues", REPO).code == Decision.PLAN_REVOKED
+    finally:
+        child.close()

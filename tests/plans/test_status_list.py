@@ -117,6 +117,36 @@ def test_a_plan_older_than_lists_takes_an_index_at_its_refresh(agent):
     assert Plan.objects.get(pk=issued["id"]).status_idx == 1
 
 
+def test_a_plan_awaiting_approval_takes_its_index_with_its_first_token(agent, team):
+    from plans.approvals import plan_approval_decide
+    from policies.services import policy_set
+
+    from .approval_helpers import REVIEW_POLICY, REVIEWED_PLAN_STEPS, approver_for
+
+    policy_set(team=team, slug="default", document=REVIEW_POLICY)
+    declared = agent.client.post(
+        "/v1/plans", {"plan": plan_document(steps=REVIEWED_PLAN_STEPS)}, format="json"
+    )
+    assert declared.status_code == 202, declared.content
+    plan_id = declared.json()["id"]
+    pending = agent.client.post(f"/v1/plans/{plan_id}/token")
+    assert pending.status_code == 409
+    assert Plan.objects.get(pk=plan_id).status_idx is None
+    assert Team.objects.get(pk=team.pk).status_list_next == 0
+
+    plan = Plan.objects.get(pk=plan_id)
+    plan_approval_decide(plan=plan, by_user=approver_for(team), approve=True)
+    first = agent.client.post(f"/v1/plans/{plan_id}/token")
+    again = agent.client.post(f"/v1/plans/{plan_id}/token")
+
+    assert first.status_code == 200, first.content
+    assert claims_of(first.json()["token"])["status"]["status_list"]["idx"] == 0
+    assert Plan.objects.get(pk=plan_id).status_idx == 0
+    if again.status_code == 200:
+        assert claims_of(again.json()["token"])["status"]["status_list"]["idx"] == 0
+    assert Team.objects.get(pk=team.pk).status_list_next == 1
+
+
 @pytest.mark.parametrize(
     "document",
     [

@@ -44,6 +44,7 @@ from .api_schema import (
 from .approval_tokens import plan_approved_token_issue
 from .approvals import ApprovalRequested
 from .delegation import plan_delegate
+from .dpop import dpop_for_declaration, dpop_require_for_plan_id
 from .event_credentials import PlanTokenAuthentication, PlanTokenCredential, PlanTokenRateThrottle
 from .event_intake import plan_events_record
 from .keys import jwks_document
@@ -191,9 +192,10 @@ class PlanCreateView(RecordedRefusalsView):
     )
     def post(self, request: Request) -> Response:
         body = PlanDeclarationSerializer.validated(request.data)
-        issued = plan_issue(
-            agent=request_agent(request), document=body["plan"], ttl=body.get("ttl")
-        )
+        agent = request_agent(request)
+        # A DPoP proof binds the plan's tokens to its key (plans.dpop); a team may require one.
+        jkt = dpop_for_declaration(request, require=agent.team.require_token_binding)
+        issued = plan_issue(agent=agent, document=body["plan"], ttl=body.get("ttl"), jkt=jkt)
         if isinstance(issued, ApprovalRequested):
             location = request.build_absolute_uri(
                 reverse("plan-token", kwargs={"plan_id": issued.plan.id})
@@ -236,6 +238,7 @@ class PlanTokenView(RecordedRefusalsView):
     def post(self, request: Request, plan_id: str) -> Response:
         # Read even when empty: a body over the limit is refused like on every endpoint.
         body = PlanTokenRequestSerializer.validated(request.data or {})
+        dpop_require_for_plan_id(request, agent_id=request_agent(request).id, plan_id=plan_id)
         issued = plan_approved_token_issue(
             agent=request_agent(request), plan_id=plan_id, ttl=body.get("ttl")
         )
@@ -280,6 +283,7 @@ class PlanDelegationView(RecordedRefusalsView):
     )
     def post(self, request: Request, plan_id: str) -> Response:
         body = PlanDelegationSerializer.validated(request.data)
+        dpop_require_for_plan_id(request, agent_id=request_agent(request).id, plan_id=plan_id)
         delegated = plan_delegate(
             agent=request_agent(request),
             parent_id=plan_id,
@@ -310,6 +314,7 @@ class PlanRefreshView(RecordedRefusalsView):
     )
     def post(self, request: Request, plan_id: str) -> Response:
         body = PlanRefreshSerializer.validated(request.data)
+        dpop_require_for_plan_id(request, agent_id=request_agent(request).id, plan_id=plan_id)
         issued = plan_refresh(
             agent=request_agent(request), plan_id=plan_id, token=body["token"], ttl=body.get("ttl")
         )
@@ -363,6 +368,7 @@ class PlanEventsView(AgentAPIView):
     )
     def post(self, request: Request, plan_id: str) -> Response:
         batch = EventBatchSerializer.validated(request.data)
+        dpop_require_for_plan_id(request, agent_id=request_agent(request).id, plan_id=plan_id)
         credential = request.auth
         recorded = plan_events_record(
             agent=request_agent(request),

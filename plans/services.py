@@ -196,7 +196,7 @@ def token_record(
 
 
 def plan_issue(
-    *, agent: Agent, document: object, ttl: int | None = None
+    *, agent: Agent, document: object, ttl: int | None = None, jkt: str = ""
 ) -> IssuedToken | ApprovalRequested:
     """Check the plan against the team and the agent's active policy, then sign it; or,
     when a review rule of the policy concerns a step, save it as waiting for a person's
@@ -204,14 +204,15 @@ def plan_issue(
 
     A refusal is a PlanRefused saying what was refused (plans.records); a success appends
     ``plan_issued`` with the plan and its token. The answer's ``warnings`` name the step
-    arguments for which the policy may refuse some calls.
+    arguments for which the policy may refuse some calls. A `jkt` (the thumbprint of the
+    key of the declaration's DPoP proof, plans.dpop) binds the plan's tokens to that key.
     """
     with refusals_described(RefusalContext(user=given_user(document))) as refusal:
-        return _plan_issue(agent, document, ttl, refusal)
+        return _plan_issue(agent, document, ttl, refusal, jkt)
 
 
 def _plan_issue(
-    agent: Agent, document: object, ttl: int | None, refusal: RefusalContext
+    agent: Agent, document: object, ttl: int | None, refusal: RefusalContext, jkt: str = ""
 ) -> IssuedToken | ApprovalRequested:
     ttl = token_ttl_resolve(ttl)
     plan_document = plan_document_validate(document)
@@ -237,6 +238,7 @@ def _plan_issue(
         groups=groups,
         created_at=now,
         expires_at=now + timedelta(seconds=settings.PLANGATE_PLAN_MAX_AGE),
+        jkt=jkt,
     )
     # denials=(): admitted_policy_version has refused any plan with a denial.
     reviews = plan_reviews(version.document, plan_document, role=role, groups=groups, denials=())

@@ -58,6 +58,7 @@ from members.models import API_KEY_FORMAT, Agent, ApiKey, ApiKeyQuerySet, Member
 from members.services import api_key_authenticate, usable_key_condition
 from teams.models import Team
 
+from .dpop import dpop_require_for_jkt
 from .models import Plan, SigningKey
 
 __all__ = [
@@ -123,6 +124,9 @@ class PlanStatus:
     code: str | None
     reason: str
     bound_seconds: int
+    # The key the plan's tokens are bound to ("" unbound): a poll must then carry a DPoP
+    # proof by it (plans.dpop). Not part of the answer.
+    jkt: str = ""
 
     def body(self) -> dict[str, Any]:
         return {
@@ -197,6 +201,7 @@ def status_queryset(*, plan_id: str, lookup_id: str, kid: str, now: datetime) ->
             "agent_active",
             "bound",
             "key_state",
+            "jkt",
         )[:1]
     )
 
@@ -225,7 +230,8 @@ def _status_statement() -> str:
         f"(SELECT m.is_active FROM {table(Member)} m WHERE m.id = p.member_id), "
         f"(SELECT a.is_active FROM {table(Agent)} a WHERE a.id = p.agent_id), "
         f"(SELECT t.revocation_bound_seconds FROM {table(Team)} t WHERE t.id = p.team_id), "
-        f"(SELECT s.state FROM {table(SigningKey)} s WHERE s.kid = %s) "
+        f"(SELECT s.state FROM {table(SigningKey)} s WHERE s.kid = %s), "
+        "p.jkt "
         f"FROM {table(Plan)} p WHERE p.id = %s"
     )
 
@@ -238,7 +244,7 @@ def _status_row(*, plan_id: str, lookup_id: str, kid: str, now: datetime) -> tup
     )
     if row is None:
         return None
-    secret_hash, status, past_lifetime, member_active, agent_active, bound, key_state = row
+    secret_hash, status, past_lifetime, member_active, agent_active, bound, key_state, jkt = row
     return (
         secret_hash,
         status,
@@ -247,6 +253,7 @@ def _status_row(*, plan_id: str, lookup_id: str, kid: str, now: datetime) -> tup
         None if agent_active is None else bool(agent_active),
         bound,
         key_state,
+        jkt,
     )
 
 
@@ -271,7 +278,7 @@ def plan_status_for_key(
         # one home of the key's rules, which raises invalid_api_key for the former.
         api_key_authenticate(api_key)
         raise DomainError(Code.PLAN_NOT_FOUND, f"No plan {plan_id} for this agent.")
-    secret_hash, status, past_lifetime, member_active, agent_active, bound, key_state = row
+    secret_hash, status, past_lifetime, member_active, agent_active, bound, key_state, jkt = row
     if not API_KEY_FORMAT.matches(secret_hash, secret):
         raise DomainError(Code.INVALID_API_KEY)
     code, reason = _stop(
@@ -282,7 +289,7 @@ def plan_status_for_key(
         key_state=key_state,
         kid=kid,
     )
-    return PlanStatus(plan_id, status, code, reason, bound)
+    return PlanStatus(plan_id, status, code, reason, bound, jkt or "")
 
 
 def _problem(request: HttpRequest, error: DomainError) -> JsonResponse:
@@ -344,6 +351,8 @@ def plan_status_view(request: HttpRequest, plan_id: str) -> HttpResponse:
                 api_key_authenticate(api_key)  # a bad key is still told first
                 raise DomainError(Code.PLAN_NOT_FOUND, f"No plan {plan_id} for this agent.")
             status = plan_status_for_key(plan_id=plan_id.upper(), api_key=api_key, kid=kid)
+            if status.jkt:  # the unbound path costs nothing more
+                dpop_require_for_jkt(request, status.jkt)
         except DomainError as error:
             if error.code == Code.INVALID_API_KEY:
                 raise _failed_attempt(address) from error

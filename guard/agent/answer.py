@@ -31,8 +31,14 @@ class AnswerVerifier:
         clock: Callable[[], float],
         clock_skew: int,
         refresh_margin: float | None,
+        jkt: str | None = None,
     ) -> None:
         self._jwks = jwks
+        # The thumbprint of the session's DPoP key (None: the session binds nothing): a
+        # token bound to any other key (cnf.jkt) is refused, as it could not be refreshed
+        # or polled for by this guard. An unbound token is taken: a control plane that
+        # predates binding, or a child plan delegated to this session.
+        self._jkt = jkt
         self._issuer = issuer
         self._clock = clock
         self._clock_skew = clock_skew
@@ -97,6 +103,10 @@ class AnswerVerifier:
             raise GuardError(PLAN_SWAPPED, "the token carries another plan than the one sent")
         if claims.jti != plan_id or (expected_id is not None and plan_id != expected_id):
             raise GuardError(PLAN_SWAPPED, "the token is for another plan")
+        if claims.cnf is not None and claims.cnf != self._jkt:
+            raise GuardError(
+                TOKEN_INVALID, "the intent token is bound to a key this guard does not hold (cnf)"
+            )
         if approved and claims.apr is None:
             raise GuardError(
                 TOKEN_INVALID, "the token of a plan awaiting approval carries no approval (apr)"

@@ -78,6 +78,7 @@ from guard.agent.status_watch import StatusWatcher
 from guard.agent.tools import declare_plan_result
 from guard.agent.verified import VerifiedToken
 from guard.decisions import Decision, PlanOutcome
+from guard.dpop import DpopKey
 from guard.errors import DocumentInvalid, FieldError
 from guard.plan import plan_hash, validate_plan
 from guard.tokens import GUARD_CLOCK_SKEW_SECONDS
@@ -136,6 +137,11 @@ class Guard:
             ``approval_pending``). Meanwhile every call gets ``approval_pending``.
         approval_sleep: waits that many seconds between two asks for the decision
             (default: a wait that `close` cuts short); tests pass one that records.
+        bind_token: hold an Ed25519 key pair for this guard and bind the plans it declares
+            to it (DPoP, RFC 9449: tokens carry ``cnf.jkt``; refresh, the status feed and
+            decision batches then carry a proof by the key, so a copied token and API key
+            are refused elsewhere). Default True; False sends no proofs and binds nothing
+            (a team with ``require_token_binding`` then refuses the declaration).
     """
 
     def __init__(
@@ -166,12 +172,20 @@ class Guard:
         clock_skew: int = GUARD_CLOCK_SKEW_SECONDS,
         approval_wait_seconds: float = DEFAULT_APPROVAL_WAIT,
         approval_sleep: Callable[[float], object] | None = None,
+        bind_token: bool = True,
     ) -> None:
         self.url = url.rstrip("/")
         self.issuer = issuer if issuer is not None else self.url
         self._clock = clock or time.time
+        # One key pair per guard, never written anywhere (docs/decisions/0069).
+        self._dpop_key = DpopKey.generate() if bind_token else None
         self._control_plane = ControlPlaneClient(
-            self.url, api_key, http_client=http_client, transport=transport, timeout=timeout
+            self.url,
+            api_key,
+            http_client=http_client,
+            transport=transport,
+            timeout=timeout,
+            dpop_key=self._dpop_key,
         )
         self._jwks = JwksCache(
             self._control_plane.jwks,
@@ -186,6 +200,7 @@ class Guard:
             clock=self._clock,
             clock_skew=clock_skew,
             refresh_margin=refresh_margin,
+            jkt=self._dpop_key.jkt if self._dpop_key is not None else None,
         )
         # The reporter's wiring: decisions are recorded on the call's thread (`check`), the
         # display updates shown by `_display`, both posted by the reporter's thread.

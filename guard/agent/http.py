@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import httpx
 
+from guard.dpop import DpopKey
 from guard.jwk import KeySet
 
 __all__ = [
@@ -113,8 +114,14 @@ class ControlPlaneClient:
         http_client: httpx.Client | None = None,
         transport: httpx.BaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        dpop_key: DpopKey | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self._api_key = api_key
+        # With a key, every request carries a DPoP proof by it (RFC 9449): a declaration's
+        # binds the plan's tokens to the key, the others prove the holder of a bound plan
+        # (the control plane ignores them for an unbound one).
+        self.dpop_key = dpop_key
         self._headers = {
             "Authorization": f"Bearer {api_key}",
             "Accept": "application/json",
@@ -133,6 +140,7 @@ class ControlPlaneClient:
         headers = self._headers
         if bearer is not None:
             headers = {**headers, "Authorization": f"Bearer {bearer}"}
+        headers = self._with_proof(headers, method, path, bearer)
         content = None
         if body is not None:
             headers = {**headers, "Content-Type": "application/json"}
@@ -141,6 +149,18 @@ class ControlPlaneClient:
             return self._http.request(method, self.url + path, headers=headers, content=content)
         except httpx.HTTPError as error:
             raise ControlPlaneUnavailable(f"{method} {path}: {error}") from error
+
+    def _with_proof(
+        self, headers: dict[str, str], method: str, path: str, bearer: str | None = None
+    ) -> dict[str, str]:
+        if self.dpop_key is None:
+            return headers
+        proof = self.dpop_key.proof(
+            htm=method,
+            htu=self.url + path,
+            access_token=bearer if bearer is not None else self._api_key,
+        )
+        return {**headers, "DPoP": proof}
 
     def _json(
         self,
@@ -216,11 +236,11 @@ class ControlPlaneClient:
     ) -> tuple[dict[str, Any] | None, str | None]:
         """GET /v1/plans/{id}/status: ``(status or None when 304, etag)``; the status is
         ``{plan, status, code, reason, boundSeconds, pollInterval}``."""
-        headers = dict(self._headers)
+        path = f"/v1/plans/{plan_id}/status"
+        headers = self._with_proof(dict(self._headers), "GET", path)
         if etag:
             headers["If-None-Match"] = etag
         params = {"kid": kid} if kid else None
-        path = f"/v1/plans/{plan_id}/status"
         try:
             response = self._http.get(self.url + path, headers=headers, params=params)
         except httpx.HTTPError as error:

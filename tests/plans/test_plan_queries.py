@@ -21,9 +21,11 @@ from tests.integration.processes import IS_POSTGRES, NEEDS_POSTGRES
 # read of what signing needs (the member with their role and groups, the policy version,
 # the active signing key: plans.selectors.signing_context_read, which replaced four
 # queries); three inserts (the plan, its token, and its audit record: plans.records) and the
-# savepoint pair of the transaction (pytest-django runs each test inside a transaction).
+# savepoint pair of the transaction (pytest-django runs each test inside a transaction);
+# and the plan's index in its team's status list, taken by one UPDATE ... RETURNING
+# (plans.status_list.status_idx_allocate, decision 0068).
 # (8 while the key and the budget were read in one statement; decision 0061 split them.)
-ISSUE_QUERIES = 9
+ISSUE_QUERIES = 10
 # Refresh reads the plan with its member's e-mail and flag (plans.selectors.plan_for_signing),
 # then one read of what signing needs with the key the token names (the member by id), and
 # the plan's status under lock, instead of inserting the plan. (13 before: the plan's

@@ -279,7 +279,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         logger.error("database unavailable in %s: %s", context.get("view"), exc)
     request = context.get("request")
     response = problem_response(error, instance=request.path if request is not None else None)
-    if error.status == 401:
+    if error.status == 401 and "WWW-Authenticate" not in error.headers:
         response["WWW-Authenticate"] = 'Bearer realm="plangate"'
     return response
 

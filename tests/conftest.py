@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 from guard.agent.status_list import SHARED_STATUS_LISTS
 from members.models import Agent, Member
 from members.services import agent_create, api_key_create, member_upsert, team_get_or_create
+from plans.status_list import status_list_cache_clear
 from policies.models import PolicyVersion
 from policies.services import policy_set
 from teams.models import Team
@@ -118,9 +119,11 @@ def make_agent(team: Team, name: str, policy_version: PolicyVersion) -> AgentPer
 @pytest.fixture(autouse=True)
 def _no_status_list_held() -> Iterator[None]:
     """The guards of a process share the status lists they read (by URL); a test's server
-    is not the next test's, so none is held from one test to the next."""
+    is not the next test's, so none is held from one test to the next; nor the server's
+    signed lists (team ids repeat from one test's database to the next)."""
     yield
     SHARED_STATUS_LISTS.clear()
+    status_list_cache_clear()
 
 
 @pytest.fixture

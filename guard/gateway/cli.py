@@ -3,9 +3,11 @@ the guard.
 
     plangate-mcp [--url URL] [--issuer ISS] -- COMMAND [ARGS...]
     plangate-mcp [--url URL] [--issuer ISS] --upstream-url URL
+    plangate-mcp --delegation FILE -- COMMAND [ARGS...]      (a sub-agent's gateway)
 
 Exit status: 0 when the client closed the connection; 1 when the wrapped server exited,
-broke the protocol or could not be started (the reason on stderr); 2 for a usage error.
+broke the protocol or could not be started, or the delegation was refused (the reason on
+stderr); 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
+    from guard.agent.delegation import Delegation
     from guard.agent.guard import Guard
 
 __all__ = ["main"]
@@ -34,12 +37,20 @@ error whose text starts with the decision code (no_plan, not_in_plan, policy_den
 Everything else passes through unchanged.
 
 The agent's API key comes from the PLANGATE_API_KEY environment variable (it is not passed
-on to the wrapped server)."""
+on to the wrapped server).
+
+A sub-agent's gateway starts with a child plan another agent delegated to it
+(Guard.delegate): --delegation FILE (its JSON) or the PLANGATE_DELEGATION environment
+variable (the JSON itself); not stdin, which carries the MCP client's messages. Every call
+is then decided under the child plan from the first; declare_plan is answered with
+delegated_plan (the sub-agent runs the plan it was given). --url and --issuer default to
+the delegation's."""
 
 _EPILOG = """\
 examples:
   plangate-mcp --url http://localhost:8000 -- npx -y @modelcontextprotocol/server-github
-  plangate-mcp --url http://localhost:8000 --upstream-url http://127.0.0.1:9000/mcp"""
+  plangate-mcp --url http://localhost:8000 --upstream-url http://127.0.0.1:9000/mcp
+  plangate-mcp --delegation child.json -- python reader_server.py"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
         help="wrap the MCP server at this streamable-HTTP endpoint instead of a command",
     )
     parser.add_argument(
+        "--delegation",
+        metavar="FILE",
+        help="run the child plan delegated to this agent: a file holding the Delegation's"
+        " JSON (default: the PLANGATE_DELEGATION environment variable, the JSON itself)",
+    )
+    parser.add_argument(
         "--approval-wait",
         type=float,
         metavar="SECONDS",
@@ -89,7 +106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     options, command = _split_command(sys.argv[1:] if argv is None else argv)
     arguments = parser.parse_args(options)
-    url = arguments.url or os.environ.get("PLANGATE_URL")
+    delegation = _delegation(parser, arguments.delegation)
+    url = (
+        arguments.url
+        or os.environ.get("PLANGATE_URL")
+        or (delegation.url if delegation is not None else None)
+    )
     api_key = os.environ.get("PLANGATE_API_KEY")
     if not url:
         parser.error("no control plane: give --url URL or set PLANGATE_URL")
@@ -114,9 +136,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     guard = _guard(
         url,
         api_key,
-        issuer=arguments.issuer or os.environ.get("PLANGATE_ISSUER"),
+        issuer=arguments.issuer
+        or os.environ.get("PLANGATE_ISSUER")
+        or (delegation.issuer if delegation is not None else None),
         approval_wait=arguments.approval_wait,
     )
+    if delegation is not None:
+        from guard.agent.errors import GuardError
+
+        try:
+            guard.adopt(delegation)
+        except GuardError as error:
+            guard.close()
+            print(f"{PROGRAM}: the delegation was not taken: {error}", file=sys.stderr)
+            return EXIT_UPSTREAM_FAILED
     # Everything imported so far (the SDK's and pydantic's many objects) lives as long as
     # the process: kept out of the cyclic garbage collector's sweeps, which otherwise
     # traverse all of it every few thousand calls (decision 0051).
@@ -132,6 +165,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROGRAM}: {failure}", file=sys.stderr, flush=True)
         return EXIT_UPSTREAM_FAILED
     return 0
+
+
+def _delegation(parser: argparse.ArgumentParser, path: str | None) -> Delegation | None:
+    """The Delegation in the file --delegation names, or in PLANGATE_DELEGATION; None when
+    neither is given. An unreadable one is a usage error. (Never stdin: it carries the MCP
+    client's messages.)"""
+    from guard.agent.delegation import Delegation
+    from guard.agent.errors import GuardError
+
+    text = os.environ.get("PLANGATE_DELEGATION") if path is None else None
+    try:
+        if path is not None:
+            with open(path, encoding="utf-8") as file:
+                text = file.read()
+    except OSError as error:
+        parser.error(f"the delegation cannot be read: {error}")
+    if not text:
+        return None
+    try:
+        return Delegation.from_json(text)
+    except GuardError as error:
+        paths = ", ".join(str(item.get("path")) for item in error.errors)
+        parser.error(f"{error}{f' ({paths})' if paths else ''}")
 
 
 def _guard(url: str, api_key: str, *, issuer: str | None, approval_wait: float | None) -> Guard:

@@ -3,8 +3,9 @@ team in which every token's ``status.status_list.idx`` names a bit (docs/decisio
 
 * ``status_idx_allocate``: the next index of a team, taken when a plan is first signed
   (issuance, an approved plan's token, a child plan);
-* ``team_status_bits``: the team's bits from the live rows; a plan's bit is 0 (VALID) only
-  while it may go on, every other allocated index is 1 (INVALID);
+* ``team_status_bits``: the team's bits from the live rows; a plan's bit is 1 (INVALID)
+  once it may not go on, every other index 0 (VALID: no token holds an index without a
+  plan row);
 * ``status_list_view``: ``GET /v1/status-lists/{team}``, the list as a ``statuslist+jwt``
   signed by the active key, without authentication, cacheable by any proxy.
 
@@ -89,8 +90,8 @@ def status_idx_allocate(*, team: Team) -> int:
     One statement, ``UPDATE ... SET status_list_next = status_list_next + 1 ... RETURNING``
     (PostgreSQL; SQLite 3.35 and later): atomic on its own, so two processes never get the
     same index, and one query where the ORM's update and read took four with their
-    savepoint. An index whose plan is never saved (the signature failed after it) reads
-    INVALID."""
+    savepoint. An index whose plan is never saved (the signature failed after it) is held
+    by no token."""
     return _allocate(team.pk)
 
 
@@ -114,7 +115,7 @@ def _allocate(team_id: int) -> int:
 def status_idx_assign(plan: Plan) -> None:
     """Give the saved ``plan`` an index unless it has one (an approved plan's first token; a
     plan issued before lists existed, at its refresh). Two requests signing it at once agree:
-    the first index written wins, the other's stays unused (and reads INVALID)."""
+    the first index written wins, the other's stays unused (no token holds it)."""
     if plan.status_idx is not None:
         return
     with transaction.atomic():
@@ -129,14 +130,14 @@ def status_idx_assign(plan: Plan) -> None:
 # --- the bits ----------------------------------------------------------------------------
 
 
-def status_list_bytes(size: int, valid: Iterable[int]) -> bytes:
-    """A 1-bit list of ``size`` statuses: every index INVALID (1) but those in ``valid``.
+def status_list_bytes(size: int, invalid: Iterable[int]) -> bytes:
+    """A 1-bit list of ``size`` statuses: every index VALID (0) but those in ``invalid``.
     Bit ``i`` is bit ``i % 8`` (least significant first) of byte ``i // 8``; the bits past
-    ``size`` in the last byte are 1. At least one byte."""
-    data = bytearray(b"\xff" * max(1, math.ceil(size / 8)))
-    for idx in valid:
+    ``size`` in the last byte are 0. At least one byte."""
+    data = bytearray(max(1, math.ceil(size / 8)))
+    for idx in invalid:
         if 0 <= idx < size:
-            data[idx >> 3] &= ~(1 << (idx & 7)) & 0xFF
+            data[idx >> 3] |= 1 << (idx & 7)
     return bytes(data)
 
 
@@ -159,31 +160,33 @@ class StatusBits:
         return hashlib.sha256(self.size.to_bytes(8, "big") + self.data).hexdigest()
 
 
-def _valid_indices(team_id: int, now: datetime) -> Iterator[int]:
-    """The indices of ``team_id``'s plans that may go on at ``now``: active and unexpired,
-    member and agent active, the agent holding a usable API key, and the plan's latest
-    token signed by a key that was not revoked."""
+def _invalid_indices(team_id: int, now: datetime) -> Iterator[int]:
+    """The indices of ``team_id``'s plans that may not go on at ``now``: not active, or
+    expired, or whose member or agent is disabled, whose agent holds no usable API key, or
+    whose latest token was signed by a revoked key. An index without a plan row is not one
+    of them: no token holds it yet (its plan is being signed and saved) or ever will (the
+    signature failed), and reading it INVALID would stop a new plan whose list was built
+    between its index and its row."""
     usable_key = ApiKey.objects.filter(
         Q(agent_id=OuterRef("agent_id")) & ApiKeyQuerySet.usable_condition(now)
     )
-    plans = Plan.objects.filter(
-        team_id=team_id,
-        status_idx__isnull=False,
-        status=Plan.Status.ACTIVE,
-        expires_at__gt=now,
-        member__is_active=True,
-        agent__is_active=True,
-    ).filter(Exists(usable_key))
+    stopped: Q = (
+        ~Q(status=Plan.Status.ACTIVE)
+        | Q(expires_at__lte=now)
+        | Q(member__is_active=False)
+        | Q(agent__is_active=False)
+        | Q(~Exists(usable_key))
+    )
+    plans = Plan.objects.filter(team_id=team_id, status_idx__isnull=False)
     revoked = list(
         SigningKey.objects.filter(state=SigningKey.State.REVOKED).values_list("kid", flat=True)
     )
     if revoked:  # rare: only then is each plan's latest token looked at
         latest_kid = PlanToken.objects.filter(plan_id=OuterRef("pk")).order_by("-issued_at", "-id")
-        plans = plans.annotate(latest_kid=Subquery(latest_kid.values("kid")[:1])).exclude(
-            latest_kid__in=revoked
-        )
+        plans = plans.annotate(latest_kid=Subquery(latest_kid.values("kid")[:1]))
+        stopped |= Q(latest_kid__in=revoked)
     # status_idx is not null here: the filter says so.
-    indices = plans.order_by().values_list("status_idx", flat=True)
+    indices = plans.filter(stopped).order_by().values_list("status_idx", flat=True)
     return cast("Iterator[int]", indices.iterator(chunk_size=20_000))
 
 
@@ -197,7 +200,7 @@ def team_status_bits(team_id: int, now: datetime | None = None) -> StatusBits:
     if row is None:
         raise DomainError(Code.NOT_FOUND, f"No status list for team {team_id}.")
     size, bound = row
-    data = status_list_bytes(size, _valid_indices(team_id, now or timezone.now()))
+    data = status_list_bytes(size, _invalid_indices(team_id, now or timezone.now()))
     return StatusBits(size=size, data=data, bound_seconds=bound)
 
 

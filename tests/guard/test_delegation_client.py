@@ -5,12 +5,14 @@ and revoking the parent stops the child."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 
+import httpx
 import pytest
 
-from guard.agent import Delegation, Guard, GuardError
+from guard.agent import AsyncGuard, Delegation, Guard, GuardError
 from guard.agent.delegation import DELEGATED_PLAN, INVALID_DELEGATION
 from guard.decisions import Decision
 from members.services import agent_update
@@ -18,7 +20,7 @@ from plans.models import Plan
 from plans.services import plan_revoke
 from tests.conftest import make_agent, plan_document
 
-from .client_helpers import wait_until
+from .client_helpers import json_response, wait_until
 
 REPO = {"repo": "acme/public-app"}
 LIST_STEP = {"tool": "github_list_issues", "args": {"repo": {"eq": "acme/public-app"}}}
@@ -253,3 +255,69 @@ def test_a_live_child_is_stopped_within_the_bound_once_the_parent_is_revoked(
         assert child.check("github_list_issues", REPO).code == Decision.PLAN_REVOKED
     finally:
         child.close()
+
+
+def test_the_parents_own_calls_of_the_childs_tools_wait_while_it_delegates(
+    make_any_guard, switchboard
+):
+    parent = make_any_guard()
+    parent.declare(plan_document())
+    seen: list[Decision] = []
+
+    def during(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if request.url.path.endswith("/delegations"):
+            seen.append(parent.check("github_list_issues", REPO).code)
+            seen.append(parent.check("github_get_issue", REPO).code)  # not the child's tool
+        return response
+
+    switchboard.rewrite = during
+    parent.delegate(child_plan())
+
+    assert seen == [Decision.MAX_CALLS_EXCEEDED, Decision.ALLOWED]
+    # Held, then given back: the parent has its one call left, the child two.
+    step = parent.status().steps[0]
+    assert (step.used, step.delegated) == (0, 2)
+    assert parent.check("github_list_issues", REPO).allowed
+    assert parent.check("github_list_issues", REPO).code == Decision.MAX_CALLS_EXCEEDED
+
+
+def test_an_answer_whose_reservation_names_no_parent_step_reserves_nothing(
+    make_any_guard, switchboard
+):
+    parent = make_any_guard()
+    parent.declare(plan_document())
+
+    def tampered(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if request.url.path.endswith("/delegations"):
+            body = response.json()
+            body["reserved"] = {"calls": {"7": 1}, "budgets": {}}
+            return json_response(response.status_code, body)
+        return response
+
+    switchboard.rewrite = tampered
+    with pytest.raises(GuardError) as raised:
+        parent.delegate(child_plan())
+
+    assert raised.value.code == "token_invalid"
+    assert [step.delegated for step in parent.status().steps] == [0, 0]
+    for _ in range(3):
+        assert parent.check("github_list_issues", REPO).allowed
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_async_sub_agent_starts_from_a_delegation(live_guard, worker):
+    parent = live_guard(report=False)
+    parent.declare(plan_document())
+    delegation = parent.delegate(child_plan(), to=worker.agent.pk)
+
+    async def run() -> list[Decision]:
+        child = await AsyncGuard.from_delegation(delegation, worker.api_key, report=False)
+        try:
+            return [
+                child.check("github_list_issues", REPO).code,
+                child.check("github_get_issue", REPO).code,
+            ]
+        finally:
+            await child.aclose()
+
+    assert asyncio.run(run()) == [Decision.ALLOWED, Decision.NOT_IN_PLAN]

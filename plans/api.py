@@ -290,6 +290,7 @@ class PlanDelegationView(RecordedRefusalsView):
             document=body["plan"],
             to_agent_id=body.get("agent"),
             ttl=body.get("ttl"),
+            jkt=body.get("jkt", ""),
         )
         return Response(delegated_token_body(delegated), status=201)
 

@@ -92,15 +92,19 @@ def plan_delegate(
     document: object,
     to_agent_id: str | None = None,
     ttl: int | None = None,
+    jkt: str = "",
 ) -> DelegatedToken:
     """Sign ``document`` as a child of the agent's own plan ``parent_id``, for the agent
-    ``to_agent_id`` (the caller when None). Every check runs before the first write; a
-    refusal is a PlanRefused (plans.records) and writes nothing. A success appends
+    ``to_agent_id`` (the caller when None), its tokens bound to the key thumbprint ``jkt``
+    (the receiving guard's; "" unbound, refused when the team binds every token: the
+    delegation request's own DPoP proof is the parent's key, not the child's). Every
+    check runs before the first write; a refusal is a PlanRefused (plans.records) and
+    writes nothing. A success appends
     ``plan_issued`` for the child and ``plan_delegated`` naming parent, child, both agents
     and the reservation."""
     context = RefusalContext(user=given_user(document))
     with refusals_described(context) as refusal:
-        return _plan_delegate(agent, parent_id, document, to_agent_id, ttl, refusal)
+        return _plan_delegate(agent, parent_id, document, to_agent_id, ttl, jkt, refusal)
 
 
 def _plan_delegate(
@@ -109,6 +113,7 @@ def _plan_delegate(
     document: object,
     to_agent_id: str | None,
     ttl: int | None,
+    jkt: str,
     refusal: RefusalContext,
 ) -> DelegatedToken:
     ttl = token_ttl_resolve(ttl)
@@ -122,6 +127,12 @@ def _plan_delegate(
     for ancestor in plan_ancestors(parent):
         plan_require_live(ancestor, now, named=f"parent plan {ancestor.pk}")
     receiver = _receiving_agent(agent, to_agent_id)
+    if not jkt and parent.team.require_token_binding:
+        raise DomainError(
+            Code.INVALID_REQUEST,
+            "The team binds every plan's tokens to a key: name the receiving guard's key.",
+            errors=[FieldError("jkt", "is required: the team binds every token")],
+        )
     act = _act_chain(parent, receiver)
     context = signing_context_read(agent=receiver, member_email=child_document["user"])
     _user_require_parents(context.member, child_document["user"], parent)
@@ -150,6 +161,7 @@ def _plan_delegate(
         expires_at=min(parent.expires_at, now + timedelta(seconds=settings.PLANGATE_PLAN_MAX_AGE)),
         parent=parent,
         act=act,
+        jkt=jkt,
     )
     with transaction.atomic():
         # The parent's row, locked (PostgreSQL; SQLite's IMMEDIATE transaction holds the

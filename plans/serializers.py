@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, cast
 
+from django.core.validators import RegexValidator
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -235,6 +236,18 @@ class PlanDelegationSerializer(RequestBodySerializer):
         max_length=26,
         help_text="the agent that receives the child plan: the caller when left out, or an"
         " active agent of its team that accepts delegations",
+    )
+    jkt = StrictCharField(
+        required=False,
+        validators=[
+            RegexValidator(
+                r"\A[A-Za-z0-9_-]{43}\Z",
+                message="must be an RFC 7638 thumbprint: 43 base64url characters",
+            )
+        ],
+        help_text="the RFC 7638 thumbprint of the receiving guard's key: the child's tokens"
+        " are bound to it (`cnf.jkt`), and its refresh, feed and events then need a DPoP"
+        " proof by that key. Required when the team binds every token.",
     )
     ttl = TtlField()
 

@@ -6,10 +6,12 @@ What a proof must name (guard.dpop.verify_proof checks it):
 
 - ``htm``: the request's method;
 - ``htu``: the request's URL without query or fragment, under either of its names: the
-  public one, ``PLANGATE_ISSUER``'s scheme and host with the request's path (what a guard
-  configured with the issuer's URL sends, whatever proxy is in between), or the one this
-  process sees, ``request.build_absolute_uri`` (Host checked against ALLOWED_HOSTS, the
-  scheme https only when ``PLANGATE_TRUST_X_FORWARDED_PROTO`` says so);
+  public one, ``PLANGATE_ISSUER`` followed by the request's path within the application
+  (``path_info``: what the guard sends, as it names the control plane by its issuer,
+  whatever proxies and prefixes are in between), or the one this process sees,
+  ``request.build_absolute_uri`` (Host checked against ALLOWED_HOSTS, the scheme https
+  only when ``PLANGATE_TRUST_X_FORWARDED_PROTO`` says so), for a client that names the
+  server as it reaches it directly;
 - ``ath``: the hash of the ``Authorization: Bearer`` credential (the API key, or the plan's
   token for a decision batch sent with it);
 - ``iat`` within ``PLANGATE_DPOP_MAX_AGE`` seconds (default 60) give or take
@@ -31,7 +33,6 @@ import hashlib
 import math
 import time
 from typing import Final
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.cache import caches
@@ -81,8 +82,7 @@ def _max_age() -> int:
 def request_htu(request: HttpRequest) -> tuple[str, ...]:
     """The names a proof's ``htu`` may give this request (the module's docstring says why
     both)."""
-    issuer = urlsplit(settings.PLANGATE_ISSUER)
-    public = htu_normalize(f"{issuer.scheme}://{issuer.netloc}{request.path}")
+    public = htu_normalize(settings.PLANGATE_ISSUER.rstrip("/") + request.path_info)
     seen = htu_normalize(request.build_absolute_uri(request.path))
     return (public,) if seen == public else (public, seen)
 

@@ -16,7 +16,7 @@ from guard.agent import AsyncGuard, Delegation, Guard, GuardError
 from guard.agent.delegation import DELEGATED_PLAN, INVALID_DELEGATION
 from guard.decisions import Decision
 from members.services import agent_update
-from plans.models import Plan
+from plans.models import Plan, PlanToken
 from plans.services import plan_revoke
 from tests.conftest import make_agent, plan_document
 
@@ -77,13 +77,13 @@ def test_a_child_refreshes_with_its_own_agents_key(make_any_guard, worker, clock
     parent = make_any_guard()
     parent.declare(plan_document())
     child = make_any_guard(api_key=worker.api_key)
-    child.adopt(parent.delegate(child_plan(), to=worker.agent.pk))
-    before = child._plan.token.token
+    delegation = child.adopt(parent.delegate(child_plan(), to=worker.agent.pk))
 
     clock.advance(5)
     assert child.refresh() is True
 
-    assert child._plan.token.token != before
+    refreshed = PlanToken.objects.get(plan_id=delegation.plan_id, kind=PlanToken.Kind.REFRESH)
+    assert refreshed.plan.agent_id == worker.agent.pk
     assert child._plan.token.claims.parent is not None
 
 

@@ -72,7 +72,7 @@ def main() -> int:
             delegation = guard.delegate(
                 child_plan(member), to=os.environ.get("PLANGATE_SUB_AGENT_ID") or None
             )
-        except GuardError as error:
+        except GuardError as error:  # delegation_widens, budget_unavailable... (error.errors)
             print(f"the parent could not delegate: {error}", file=sys.stderr)
             return 2
         print("parent: delegated", delegation.plan_id, "reserved", delegation.reserved["calls"])

@@ -51,6 +51,7 @@ def jwks(client) -> dict:
     return response.json()
 
 
+@pytest.mark.slow  # a Python process per value
 @pytest.mark.parametrize("value", ["RS256", "eddsa", "ED25519", "none", ""])
 def test_any_other_name_fails_start_up(value):
     env = {

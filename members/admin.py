@@ -108,6 +108,7 @@ class TeamAdmin(RecordedChangesAdmin, PlangateModelAdmin):
         "slug",
         "log_call_arguments",
         "revocation_bound_seconds",
+        "require_token_binding",
         "approval_window_seconds",
         "retention_days",
         "staff",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import math
+import threading
 import time
 import zlib
 from datetime import timedelta
@@ -15,7 +16,7 @@ from datetime import timedelta
 import httpx
 import pytest
 from django.conf import settings as django_settings
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from joserfc import jws as joserfc_jws
@@ -36,6 +37,7 @@ from plans.status_list import (
 )
 from teams.models import Team
 from tests.conftest import make_agent, plan_document
+from tests.integration.processes import IS_POSTGRES, NEEDS_POSTGRES
 from tests.node_packages import JOSE, STATUS_LIST, node_folder, node_run
 
 from .helpers import assert_problem, claims_of, decode_segment, table_counts
@@ -461,3 +463,29 @@ def test_a_slow_list_is_kept_longer_but_never_past_half_its_ttl(ttl, build_secon
         build_seconds=build_seconds,
     )
     assert _fresh_seconds(signed) == pytest.approx(fresh)
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not IS_POSTGRES, reason=NEEDS_POSTGRES)
+@pytest.mark.django_db(transaction=True)
+def test_indices_taken_at_once_by_many_connections_are_distinct():
+    """Real commits, eight connections: each UPDATE ... RETURNING waits for the team row."""
+    team = Team.objects.create(slug="racing", name="Racing")
+    taken: list[object] = []
+
+    def allocate() -> None:
+        try:
+            taken.extend(status_idx_allocate(team=team) for _ in range(25))
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            taken.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=allocate, daemon=True) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert sorted(taken) == list(range(200))  # type: ignore[type-var]
+    assert Team.objects.get(pk=team.pk).status_list_next == 200

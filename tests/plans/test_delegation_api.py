@@ -17,7 +17,7 @@ from members.services import agent_update
 from plans.delegation import plan_delegate
 from plans.models import Plan, PlanToken
 from plans.serializers import DelegatedTokenSerializer, delegated_token_body
-from plans.services import plan_issue, plan_revoke
+from plans.services import plan_issue, plan_revoke, plans_expire
 from plans.status_list import team_status_bits
 from tests.conftest import make_agent, plan_document
 
@@ -402,3 +402,14 @@ def test_a_refused_delegation_takes_no_status_list_index(agent, team):
 
     team.refresh_from_db()
     assert team.status_list_next == before
+
+
+def test_expiring_plans_expires_a_child_with_its_parent(agent):
+    parent = declare(agent)
+    child = delegate(agent, parent["id"]).json()
+    ends = Plan.objects.get(pk=parent["id"]).expires_at
+    assert Plan.objects.get(pk=child["id"]).expires_at <= ends
+
+    plans_expire(now=ends)
+
+    assert set(Plan.objects.values_list("status", flat=True)) == {Plan.Status.EXPIRED}

@@ -287,10 +287,11 @@ def _build(team_id: int, cached: SignedList | None) -> SignedList:
         and cached.kid == key.kid
         and cached.alg == settings.PLANGATE_SIGNING_ALG
         and cached.ttl == ttl
-        and time.time() - cached.iat < ttl
+        and time.time() - cached.iat < ttl / 2
     ):
         # The same bits, recently signed: the same token, so the ETag holds and caches
-        # revalidate with 304s.
+        # revalidate with 304s. Half a ttl at most: with a cache's ttl on top, a guard
+        # still receives a token at least 2.5 ttl from its exp.
         return dataclasses.replace(
             cached, built_at=started, build_seconds=time.monotonic() - started
         )

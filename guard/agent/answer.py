@@ -53,6 +53,7 @@ class AnswerVerifier:
         expected_id: str | None = None,
         *,
         approved: bool = False,
+        bound_to: str | None = None,
     ) -> tuple[str, VerifiedToken]:
         """Verify a declare/refresh answer: a valid token for exactly the plan we sent.
 
@@ -103,7 +104,13 @@ class AnswerVerifier:
             raise GuardError(PLAN_SWAPPED, "the token carries another plan than the one sent")
         if claims.jti != plan_id or (expected_id is not None and plan_id != expected_id):
             raise GuardError(PLAN_SWAPPED, "the token is for another plan")
-        if claims.cnf is not None and claims.cnf != self._jkt:
+        if bound_to is not None:
+            # A child plan bound to its sub-agent's key (Guard.delegate(jkt=)): exactly it.
+            if claims.cnf != bound_to:
+                raise GuardError(
+                    TOKEN_INVALID, "the child token is not bound to the key named for it (cnf)"
+                )
+        elif claims.cnf is not None and claims.cnf != self._jkt:
             raise GuardError(
                 TOKEN_INVALID, "the intent token is bound to a key this guard does not hold (cnf)"
             )

@@ -160,10 +160,20 @@ class AsyncGuard:
         return await self._off_loop(self._guard.declare, plan)
 
     async def delegate(
-        self, plan: object, to: str | None = None, ttl: int | None = None
+        self,
+        plan: object,
+        to: str | None = None,
+        ttl: int | None = None,
+        *,
+        jkt: str | None = None,
     ) -> Delegation:
         """`Guard.delegate`, awaited: the request runs off the event loop."""
-        return await self._off_loop(functools.partial(self._guard.delegate, plan, to, ttl))
+        return await self._off_loop(functools.partial(self._guard.delegate, plan, to, ttl, jkt=jkt))
+
+    @property
+    def dpop_jkt(self) -> str | None:
+        """`Guard.dpop_jkt`: what a delegating agent names to bind a child to this guard."""
+        return self._guard.dpop_jkt
 
     async def adopt(self, delegation: Delegation) -> DeclaredPlan:
         """`Guard.adopt`, awaited: the key set is fetched off the event loop."""

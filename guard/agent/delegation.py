@@ -49,7 +49,9 @@ class Delegation:
     `parent_plan_hash`, `agent` (the receiving agent's id: the sub-agent's guard presents
     that agent's API key), `url` and `issuer` of the control plane, `reserved` (what the
     child took of the parent, as the control plane answered it: ``calls`` by parent step
-    index, ``budgets`` by parent budget id) and `report_arguments`."""
+    index, ``budgets`` by parent budget id), `report_arguments`, and `jkt`: the thumbprint
+    of the key the child's tokens are bound to (the receiving guard's, `Guard.dpop_jkt`),
+    None when they are not bound."""
 
     plan_id: str
     token: str = field(repr=False)
@@ -63,6 +65,7 @@ class Delegation:
     issuer: str
     reserved: dict[str, Any]
     report_arguments: bool = False
+    jkt: str | None = None
 
     def to_json(self) -> str:
         """The delegation as JSON text, for the sub-agent's process (a file, stdin, the
@@ -81,6 +84,7 @@ class Delegation:
                 "issuer": self.issuer,
                 "reserved": self.reserved,
                 "reportArguments": self.report_arguments,
+                **({"jkt": self.jkt} if self.jkt is not None else {}),
             },
             separators=(",", ":"),
             ensure_ascii=False,
@@ -122,6 +126,8 @@ class Delegation:
             "reserved": read("reserved", dict),
             "report_arguments": read("reportArguments", bool),
         }
+        if data.get("jkt") is not None:
+            values["jkt"] = read("jkt", str)
         expires = data.get("expiresAt")
         try:
             values["expires_at"] = datetime.fromisoformat(str(expires)).timestamp()

@@ -276,6 +276,12 @@ class Guard:
         self._delegated = False
 
     @property
+    def dpop_jkt(self) -> str | None:
+        """The RFC 7638 thumbprint of this guard's DPoP key (None with ``bind_token=False``):
+        what a delegating agent names (`delegate(jkt=)`) to bind a child plan to this guard."""
+        return self._dpop_key.jkt if self._dpop_key is not None else None
+
+    @property
     def session_id(self) -> str:
         """The ACP session id put in the notifications."""
         return self._display.session_id
@@ -468,11 +474,20 @@ class Guard:
 
     # --- delegating (guard.agent.delegation) -------------------------------------------
 
-    def delegate(self, plan: object, to: str | None = None, ttl: int | None = None) -> Delegation:
+    def delegate(
+        self,
+        plan: object,
+        to: str | None = None,
+        ttl: int | None = None,
+        *,
+        jkt: str | None = None,
+    ) -> Delegation:
         """Delegate `plan` (a child plan document, every step inside a step of the current
         plan) to the agent `to` (its id; default this guard's own agent), for `ttl` seconds
         at most (never past the current plan). Returns the `Delegation` to hand to the
-        sub-agent (no API key in it: the sub-agent uses its own agent's).
+        sub-agent (no API key in it: the sub-agent uses its own agent's). `jkt`, the
+        receiving guard's `dpop_jkt`, binds the child's tokens to that guard's key (a team
+        that binds every token requires it); without it the child is not bound.
 
         The child's token is verified as a declaration's, and must name this plan as its
         ``parent`` and carry an ``act`` chain. What the child reserved is counted here as
@@ -513,12 +528,14 @@ class Guard:
                         "the calls already allowed could not be reported before delegating",
                     )
                 try:
-                    body = self._control_plane.delegate(parent.id, document, agent=to, ttl=ttl)
+                    body = self._control_plane.delegate(
+                        parent.id, document, agent=to, ttl=ttl, jkt=jkt
+                    )
                 except ControlPlaneError as error:
                     raise GuardError(error.code, error.detail, errors=error.errors) from error
                 except ControlPlaneUnavailable as error:
                     raise GuardError(CONTROL_PLANE_UNAVAILABLE, str(error)) from error
-                plan_id, token = self._accept(body, document, document_hash)
+                plan_id, token = self._accept(body, document, document_hash, bound_to=jkt)
                 child_token_check(
                     token,
                     parent_id=parent.id,
@@ -550,6 +567,7 @@ class Guard:
             issuer=self.issuer,
             reserved=dict(body["reserved"]),
             report_arguments=bool(body.get("reportArguments")),
+            jkt=jkt,
         )
 
     def adopt(self, delegation: Delegation) -> DeclaredPlan:
@@ -565,6 +583,12 @@ class Guard:
         """
         if self._closed:
             raise GuardError(GUARD_CLOSED, "the guard is closed")
+        if delegation.jkt is not None and delegation.jkt != self.dpop_jkt:
+            raise GuardError(
+                TOKEN_INVALID,
+                "the delegation is bound to another guard's key (jkt): delegate with this"
+                " guard's dpop_jkt",
+            )
         self._refuse_after_output()
         try:
             document = validate_plan(delegation.plan)

@@ -209,12 +209,16 @@ class ControlPlaneClient:
         *,
         agent: str | None = None,
         ttl: int | None = None,
+        jkt: str | None = None,
     ) -> dict[str, Any]:
         """POST /v1/plans/{id}/delegations: the declaration's 201 answer for a child plan,
-        plus ``parent`` ``{id, planHash}``, ``agent`` and ``reserved``."""
+        plus ``parent`` ``{id, planHash}``, ``agent`` and ``reserved``; `jkt` binds the
+        child's tokens to that key (the receiving guard's)."""
         body: dict[str, Any] = {"plan": plan}
         if agent is not None:
             body["agent"] = agent
+        if jkt is not None:
+            body["jkt"] = jkt
         if ttl is not None:
             body["ttl"] = ttl
         return self._json("POST", f"/v1/plans/{plan_id}/delegations", body, 201)

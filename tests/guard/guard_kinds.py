@@ -56,8 +56,10 @@ class AsyncFacade:
     def declare(self, plan: object) -> Any:
         return self.run(self.guard.declare(plan))
 
-    def delegate(self, plan: object, to: str | None = None, ttl: int | None = None) -> Any:
-        return self.run(self.guard.delegate(plan, to, ttl))
+    def delegate(
+        self, plan: object, to: str | None = None, ttl: int | None = None, **options: Any
+    ) -> Any:
+        return self.run(self.guard.delegate(plan, to, ttl, **options))
 
     def adopt(self, delegation: Any) -> Any:
         return self.run(self.guard.adopt(delegation))

@@ -215,6 +215,8 @@ def test_a_delegation_reads_back_from_its_json_and_says_what_is_wrong():
         reserved={"calls": {"0": 2}, "budgets": {}},
     )
     assert Delegation.from_json(delegation.to_json()) == delegation
+    bound = dataclasses.replace(delegation, jkt="k" * 43)
+    assert Delegation.from_json(bound.to_json()) == bound
     assert "a.b.c" not in repr(delegation)
 
     data = json.loads(delegation.to_json())
@@ -321,3 +323,35 @@ def test_an_async_sub_agent_starts_from_a_delegation(live_guard, worker):
             await child.aclose()
 
     assert asyncio.run(run()) == [Decision.ALLOWED, Decision.NOT_IN_PLAN]
+
+
+def test_a_child_bound_to_the_sub_agents_key_refreshes_only_there(make_any_guard, worker, clock):
+    parent = make_any_guard()
+    parent.declare(plan_document())
+    child = make_any_guard(api_key=worker.api_key)
+
+    delegation = parent.delegate(child_plan(), to=worker.agent.pk, jkt=child.dpop_jkt)
+    child.adopt(Delegation.from_json(delegation.to_json()))
+
+    assert delegation.jkt == child.dpop_jkt
+    assert child._plan.token.claims.cnf == child.dpop_jkt
+    clock.advance(5)
+    assert child.refresh() is True
+    assert child.check("github_list_issues", REPO).allowed
+    # Another guard of the same agent holds another key: it does not take the delegation.
+    with pytest.raises(GuardError) as raised:
+        make_any_guard(api_key=worker.api_key).adopt(delegation)
+    assert raised.value.code == "token_invalid"
+
+
+def test_a_team_that_binds_every_token_needs_the_sub_agents_key(make_any_guard, worker, team):
+    team.require_token_binding = True
+    team.save(update_fields=["require_token_binding"])
+    parent = make_any_guard()
+    parent.declare(plan_document())
+
+    with pytest.raises(GuardError) as raised:
+        parent.delegate(child_plan(), to=worker.agent.pk)
+
+    assert (raised.value.code, raised.value.errors[0]["path"]) == ("invalid_request", "jkt")
+    assert [step.delegated for step in parent.status().steps] == [0, 0]

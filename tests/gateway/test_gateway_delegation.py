@@ -9,7 +9,6 @@ import copy
 import dataclasses
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,17 +58,10 @@ def worker(team):
 def delegation(control_plane: ControlPlane, worker) -> Iterator[Delegation]:
     """The parent agent's guard declares the gateway plan and delegates an echo to the
     worker; it stays open while the test runs (closing it would end the parent)."""
-    team = control_plane.agent.team
-    team.revocation_bound_seconds = 2  # the status list's ttl: 1 s, rebuilt after 0.25 s
-    team.save(update_fields=["revocation_bound_seconds"])
     parent = Guard(control_plane.url, control_plane.agent.api_key, issuer=control_plane.issuer)
     try:
         parent.declare(copy.deepcopy(GATEWAY_PLAN))
-        delegation = parent.delegate(copy.deepcopy(CHILD_PLAN), to=worker.agent.pk)
-        # A list the server built before the child's index existed marks that index
-        # invalid (a byte's padding bits are 1): the gateway starts once it was rebuilt.
-        time.sleep(1.0)
-        yield delegation
+        yield parent.delegate(copy.deepcopy(CHILD_PLAN), to=worker.agent.pk)
     finally:
         parent.close()
 

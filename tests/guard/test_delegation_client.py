@@ -15,6 +15,7 @@ import pytest
 from guard.agent import AsyncGuard, Delegation, Guard, GuardError
 from guard.agent.delegation import DELEGATED_PLAN, INVALID_DELEGATION
 from guard.decisions import Decision
+from guard.tokens import unverified_claims
 from members.services import agent_update
 from plans.models import Plan, PlanToken
 from plans.services import plan_revoke
@@ -355,3 +356,22 @@ def test_a_team_that_binds_every_token_needs_the_sub_agents_key(make_any_guard, 
 
     assert (raised.value.code, raised.value.errors[0]["path"]) == ("invalid_request", "jkt")
     assert [step.delegated for step in parent.status().steps] == [0, 0]
+
+
+def test_a_sub_agent_delegates_on_and_the_act_chain_grows(make_any_guard, worker, agent):
+    parent = make_any_guard()
+    parent.declare(plan_document())
+    child = make_any_guard(api_key=worker.api_key)
+    child.adopt(parent.delegate(child_plan(), to=worker.agent.pk))
+
+    grandchild = child.delegate(child_plan(max_calls=1))
+
+    claims = unverified_claims(grandchild.token)
+    assert claims["act"] == {
+        "sub": worker.agent.pk,
+        "act": {"sub": worker.agent.pk, "act": {"sub": agent.agent.pk}},
+    }
+    assert grandchild.parent_id == child._plan.id
+    assert [step.delegated for step in child.status().steps] == [1]
+    assert child.check("github_list_issues", REPO).allowed
+    assert child.check("github_list_issues", REPO).code == Decision.MAX_CALLS_EXCEEDED

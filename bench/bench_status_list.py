@@ -60,6 +60,7 @@ from guard.agent.status_list import (  # noqa: E402
     StatusList,
     verify_status_list,
 )
+from guard.agent.status_watch import CODE_ASK_SHARE, MIN_CODE_ASK  # noqa: E402
 from guard.errors import TokenInvalid  # noqa: E402
 from guard.jwk import KeySet  # noqa: E402
 
@@ -152,6 +153,9 @@ class Http:
                 )
                 try:
                     status, answer, body, keep = await self._exchange(connection, path, headers)
+                except asyncio.CancelledError:
+                    connection[1].close()
+                    raise
                 except (ConnectionError, asyncio.IncompleteReadError, OSError) as error:
                     connection[1].close()
                     if reused and attempt == 0:
@@ -231,8 +235,9 @@ class Run:
 
     targets: list[Target]
     keys: KeySet
-    ttl: float
+    ttl: float  # the list's
     api_key: str
+    feed_interval: float = 0.0  # the feed's pollInterval (half the bound)
     stopping: bool = False
     revoked: set[str] = field(default_factory=set)  # plan ids watched for their bit
     revoked_at: float = 0.0  # the revoking transaction's commit (epoch)
@@ -283,14 +288,15 @@ async def list_guard(http: Http, run: Run, target: Target, feed: Http) -> None:
                 jwks_etag = headers.get("etag")
         run.reads += 1
         if held is not None and held.status(target.idx) and target.plan_id in run.revoked:
-            # The list says invalid: ask the feed once for the code, then block.
-            _, _, body = await feed.get(
-                target.feed_path, {"Authorization": f"Bearer {run.api_key}"}
-            )
-            try:
-                code = json.loads(body).get("code") or "plan_revoked"
-            except ValueError:
-                code = "plan_revoked"
+            # The list says invalid: ask the feed once for the code (waiting as long as the
+            # guard does), then block.
+            code = "plan_revoked"
+            with contextlib.suppress(asyncio.TimeoutError, ValueError, AttributeError):
+                _, _, body = await asyncio.wait_for(
+                    feed.get(target.feed_path, {"Authorization": f"Bearer {run.api_key}"}),
+                    max(MIN_CODE_ASK, CODE_ASK_SHARE * run.ttl),
+                )
+                code = json.loads(body).get("code") or code
             run.blocked.append(time.time())  # made relative to the commit's time after
             run.codes[code] = run.codes.get(code, 0) + 1
             return
@@ -301,7 +307,7 @@ async def list_guard(http: Http, run: Run, target: Target, feed: Http) -> None:
 async def feed_guard(http: Http, run: Run, target: Target) -> None:
     """Today's watch: the plan's own feed every ttl x [0.8, 1] with its ETag."""
     loop = asyncio.get_running_loop()
-    interval = run.ttl * FEED_SHARE
+    interval = run.feed_interval * FEED_SHARE
     etag = target.feed_etag
     await asyncio.sleep(random.uniform(0, interval))
     due = loop.time()
@@ -521,7 +527,7 @@ async def watch_for(
         )
         for i in range(guards)
     ]
-    await asyncio.sleep(run.ttl * (FEED_SHARE if feed else WATCH_SHARE) + 1)
+    await asyncio.sleep((run.feed_interval if feed else run.ttl * WATCH_SHARE) + 1)
     before_cpu, before_requests, before_reads = server.cpu_seconds(), http.requests, run.reads
     before_late, before_hits = run.late, http.cache_hits
     started = time.monotonic()
@@ -652,7 +658,7 @@ def main(args: argparse.Namespace) -> int:
         served_ttl = probe.headers.get("Cache-Control", "")
         print(
             f"database: {server.database}; gunicorn: {args.workers} sync worker(s); team bound"
-            f" {bound} s (list ttl and feed interval {ttl:g} s; the list answers"
+            f" {bound} s (feed interval {bound / 2:g} s; the list answers"
             f" Cache-Control: {served_ttl}, {len(probe.content):,} bytes for"
             f" {len(targets):,} plans)"
         )
@@ -666,7 +672,16 @@ def main(args: argparse.Namespace) -> int:
                 ).stderr.strip()
                 print(f"caching proxy: {version} on {proxy_url}")
 
-        state = Run(targets=targets, keys=KeySet(jwks), ttl=ttl, api_key=server.api_key)
+        # The guards go by the ttl the list says (whole seconds), as the guard does.
+        served = verify_status_list(probe.text, KeySet(jwks), uri=targets[0].uri)
+        ttl = served.ttl
+        state = Run(
+            targets=targets,
+            keys=KeySet(jwks),
+            ttl=ttl,
+            api_key=server.api_key,
+            feed_interval=bound / 2,
+        )
         # Half the plans for the direct round, half for the proxy's; the CPU scenarios
         # watch plans that stay live.
         half = max(1, len(targets) // 2)

@@ -240,17 +240,28 @@ class ControlPlaneClient:
         return self._json("POST", f"/v1/plans/{plan_id}/events", batch, (202, 200), bearer=token)
 
     def plan_status(
-        self, plan_id: str, *, kid: str | None = None, etag: str | None = None
+        self,
+        plan_id: str,
+        *,
+        kid: str | None = None,
+        etag: str | None = None,
+        timeout: float | None = None,
     ) -> tuple[dict[str, Any] | None, str | None]:
         """GET /v1/plans/{id}/status: ``(status or None when 304, etag)``; the status is
-        ``{plan, status, code, reason, boundSeconds, pollInterval}``."""
+        ``{plan, status, code, reason, boundSeconds, pollInterval}``. `timeout` (seconds)
+        replaces the client's for this request."""
         path = f"/v1/plans/{plan_id}/status"
         headers = self._with_proof(dict(self._headers), "GET", path)
         if etag:
             headers["If-None-Match"] = etag
         params = {"kid": kid} if kid else None
         try:
-            response = self._http.get(self.url + path, headers=headers, params=params)
+            response = self._http.get(
+                self.url + path,
+                headers=headers,
+                params=params,
+                timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
+            )
         except httpx.HTTPError as error:
             raise ControlPlaneUnavailable(f"GET {path}: {error}") from error
         new_etag = response.headers.get("ETag")

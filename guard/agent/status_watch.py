@@ -64,6 +64,11 @@ MAX_POLL_INTERVAL: Final = 30.0
 # Each wait is drawn in [JITTER, 1] x the interval, so that guards started together spread
 # out, and the bound (twice the interval) still holds with a poll lost on the way.
 JITTER: Final = 0.8
+# A flipped bit's one ask of the feed for the code waits this share of the list's ttl (at
+# least MIN_CODE_ASK seconds), then stops the plan as plan_revoked: behind a cache the bit
+# may take 1.85 ttl to arrive, and the bound is 2 ttl.
+CODE_ASK_SHARE: Final = 0.15
+MIN_CODE_ASK: Final = 1.0
 
 
 class StatusWatcher:
@@ -120,7 +125,7 @@ class StatusWatcher:
                     MAX_POLL_INTERVAL, max(MIN_POLL_INTERVAL, reading.interval)
                 )
                 if reading.reading is Reading.STOPPED:
-                    return self._listed_stop(plan, reading.status)
+                    return self._listed_stop(plan, reading.status, 2 * reading.interval)
                 token = plan.token
                 if token.withdrawn is None and reading.key_withdrawn(token.kid, token.claims.iat):
                     self._withdraw_token(
@@ -132,14 +137,18 @@ class StatusWatcher:
         self.list_interval = None
         return self._poll_feed(plan)
 
-    def _listed_stop(self, plan: PlanState, status: int | None) -> bool:
-        """The list says the plan's token is not valid: ask the feed once for the code."""
+    def _listed_stop(self, plan: PlanState, status: int | None, ttl: float) -> bool:
+        """The list says the plan's token is not valid: ask the feed once for the code,
+        waiting at most `CODE_ASK_SHARE` x the list's ttl (at least a second), so that the
+        stop stays within the bound when every guard of a team asks at once."""
         stop = CallDecision(
             Decision.PLAN_REVOKED,
             f"the control plane's status list marks the plan's token invalid (status {status})",
         )
         try:
-            body, _ = self._control_plane.plan_status(plan.id, kid=plan.token.kid)
+            body, _ = self._control_plane.plan_status(
+                plan.id, kid=plan.token.kid, timeout=max(MIN_CODE_ASK, CODE_ASK_SHARE * ttl)
+            )
         except ControlPlaneError as error:
             if self._refused(plan, error):
                 return True

@@ -48,6 +48,7 @@ from guard.agent.decider import Decider
 from guard.agent.delegation import (
     DELEGATED_PLAN,
     Delegation,
+    Reservation,
     child_token_check,
     reservation_read,
 )
@@ -333,7 +334,9 @@ class Guard:
                 try:
                     body = self._control_plane.declare(document, ttl=self._ttl)
                 except ControlPlaneError as error:
-                    raise GuardError(error.code, error.detail, errors=error.errors) from error
+                    raise GuardError(
+                        error.code, self._proof_hint(error), errors=error.errors
+                    ) from error
                 except ControlPlaneUnavailable as error:
                     raise GuardError(CONTROL_PLANE_UNAVAILABLE, str(error)) from error
                 if body.get("status") != "pending_approval":
@@ -499,9 +502,11 @@ class Guard:
 
         Raises GuardError ``no_plan``, ``invalid_plan``, the plan's stop code (revoked,
         ended...), ``control_plane_unavailable`` (also when the decision log could not be
-        delivered first), ``token_invalid`` / ``plan_swapped``, or the control plane's
-        refusal with its paths: ``delegation_widens``, ``budget_unavailable``,
-        ``delegation_refused``, ``policy_denied``...
+        delivered first), ``token_invalid`` / ``plan_swapped`` (the child was made but its
+        answer is not trusted: what it reserved is still counted here, as the control
+        plane keeps it), or the control plane's refusal with its paths:
+        ``delegation_widens``, ``budget_unavailable``, ``delegation_refused``,
+        ``policy_denied``...
         """
         if self._closed:
             raise GuardError(GUARD_CLOSED, "the guard is closed")
@@ -521,6 +526,9 @@ class Guard:
         with self._declare_lock:
             with self._lock:
                 held = parent.hold({step["tool"] for step in document["steps"]})
+            # What the control plane took once it answered 201, counted even when the
+            # answer is then refused here: the reservation is never given back there.
+            taken: Reservation | None = None
             try:
                 if self._reporter is not None and not self._reporter.flush(10.0):
                     raise GuardError(
@@ -535,6 +543,7 @@ class Guard:
                     raise GuardError(error.code, error.detail, errors=error.errors) from error
                 except ControlPlaneUnavailable as error:
                     raise GuardError(CONTROL_PLANE_UNAVAILABLE, str(error)) from error
+                taken = reservation_read(body.get("reserved"), parent.compiled)
                 plan_id, token = self._accept(body, document, document_hash, bound_to=jkt)
                 child_token_check(
                     token,
@@ -545,14 +554,11 @@ class Guard:
                 chain = parent.token.claims.act or {"sub": parent.token.claims.agent}
                 if token.claims.act is None or token.claims.act.get("act") != chain:
                     raise GuardError(PLAN_SWAPPED, "the child token's act chain is not this plan's")
-                reservation = reservation_read(body.get("reserved"), parent.compiled)
-            except BaseException:
+            finally:
                 with self._lock:
                     parent.release(held)
-                raise
-            with self._lock:
-                parent.release(held)
-                parent.reserve(reservation.calls, reservation.budgets)
+                    if taken is not None:
+                        parent.reserve(taken.calls, taken.budgets)
         self._display.publish(parent)
         return Delegation(
             plan_id=plan_id,
@@ -568,6 +574,17 @@ class Guard:
             reserved=dict(body["reserved"]),
             report_arguments=bool(body.get("reportArguments")),
             jkt=jkt,
+        )
+
+    def _proof_hint(self, error: ControlPlaneError) -> str:
+        """A declaration's refusal, with what to configure when its DPoP proof named the
+        control plane by another URL than the server's: proofs name it by the issuer."""
+        if error.code != "invalid_dpop_proof" or "the proof is for" not in error.detail:
+            return error.detail
+        return (
+            f"{error.detail}; the guard names the control plane by its issuer"
+            f" {self.issuer!r}: give it the server's issuer (plangate-mcp: --issuer; the"
+            " examples: PLANGATE_ISSUER), or bind_token=False"
         )
 
     def adopt(self, delegation: Delegation) -> DeclaredPlan:

@@ -375,3 +375,26 @@ def test_a_sub_agent_delegates_on_and_the_act_chain_grows(make_any_guard, worker
     assert [step.delegated for step in child.status().steps] == [1]
     assert child.check("github_list_issues", REPO).allowed
     assert child.check("github_list_issues", REPO).code == Decision.MAX_CALLS_EXCEEDED
+
+
+def test_a_child_whose_token_is_refused_still_counts_what_it_reserved(make_any_guard, switchboard):
+    parent = make_any_guard()
+    parent.declare(plan_document())
+
+    def swapped(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if request.url.path.endswith("/delegations"):
+            body = response.json()
+            body["planHash"] = "x" * 43
+            return json_response(response.status_code, body)
+        return response
+
+    switchboard.rewrite = swapped
+    with pytest.raises(GuardError) as raised:
+        parent.delegate(child_plan())
+
+    assert raised.value.code == "plan_swapped"
+    # The control plane reserved two calls for a child this guard did not take: they stay
+    # spent, so the plan's three calls are never exceeded.
+    assert [step.delegated for step in parent.status().steps] == [2, 0]
+    assert parent.check("github_list_issues", REPO).allowed
+    assert parent.check("github_list_issues", REPO).code == Decision.MAX_CALLS_EXCEEDED

@@ -6,6 +6,7 @@ of what the schema documents (refusals, examples, JWKS) is in ``plans.api_schema
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable
@@ -44,7 +45,7 @@ from .api_schema import (
 from .approval_tokens import plan_approved_token_issue
 from .approvals import ApprovalRequested
 from .delegation import plan_delegate
-from .dpop import dpop_for_declaration, dpop_require_for_plan_id
+from .dpop import dpop_for_declaration, dpop_require_for_plan, dpop_require_for_plan_id
 from .event_credentials import PlanTokenAuthentication, PlanTokenCredential, PlanTokenRateThrottle
 from .event_intake import plan_events_record
 from .keys import jwks_document
@@ -369,13 +370,13 @@ class PlanEventsView(AgentAPIView):
     )
     def post(self, request: Request, plan_id: str) -> Response:
         batch = EventBatchSerializer.validated(request.data)
-        dpop_require_for_plan_id(request, agent_id=request_agent(request).id, plan_id=plan_id)
         credential = request.auth
         recorded = plan_events_record(
             agent=request_agent(request),
             plan_id=plan_id,
             batch=batch,
             token=credential.claims if isinstance(credential, PlanTokenCredential) else None,
+            holder=functools.partial(dpop_require_for_plan, request),
         )
         return Response(
             {

@@ -20,7 +20,7 @@ anything is written, then stored in one transaction with its audit records:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -72,7 +72,12 @@ class RecordedEvents:
 
 
 def plan_events_record(
-    *, agent: Agent, plan_id: str, batch: object, token: IntentClaims | None = None
+    *,
+    agent: Agent,
+    plan_id: str,
+    batch: object,
+    token: IntentClaims | None = None,
+    holder: Callable[[Plan], object] | None = None,
 ) -> RecordedEvents:
     """Store a batch of guard decisions and ACP plan updates for the agent's own plan.
 
@@ -81,8 +86,12 @@ def plan_events_record(
     of an API key; it must be this plan's, and decisions (and display updates) made after
     its expiry are not stored but counted as lost. Refusals: ``plan_not_found``,
     ``plan_mismatch`` (another plan's token), ``invalid_events`` (each bad path listed).
+    ``holder`` checks the request's right to the plan once it is read (plans.dpop: a bound
+    plan's batches need a DPoP proof by its key), before anything is written.
     """
     plan = plan_get_for_agent(agent=agent, plan_id=plan_id)
+    if holder is not None:
+        holder(plan)
     try:
         valid = validate_event_batch(
             batch,

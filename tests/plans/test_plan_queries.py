@@ -30,8 +30,9 @@ ISSUE_QUERIES = 10
 # then one read of what signing needs with the key the token names (the member by id), and
 # the plan's status under lock, instead of inserting the plan. (13 before: the plan's
 # five-table read, the token's key, the group names, the policy version, the active key;
-# 9 while the key and the failed authentications were read in one statement.)
-REFRESH_QUERIES = 10
+# 9 while the key and the failed authentications were read in one statement.) Plus the
+# plan's DPoP binding (plans.dpop.dpop_require_for_plan_id: one primary-key read of its jkt).
+REFRESH_QUERIES = 11
 
 
 def many_steps(count: int) -> list[dict]:

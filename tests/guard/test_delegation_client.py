@@ -16,7 +16,7 @@ import pytest
 from guard.agent import AsyncGuard, Delegation, Guard, GuardError
 from guard.agent.delegation import DELEGATED_PLAN, INVALID_DELEGATION
 from guard.decisions import Decision
-from guard.tokens import unverified_claims
+from guard.tokens import unverified_claims, unverified_header
 from members.services import agent_update
 from plans.models import Plan, PlanToken
 from plans.services import plan_revoke
@@ -404,3 +404,24 @@ def test_a_child_whose_token_is_refused_still_counts_what_it_reserved(make_any_g
     assert [step.delegated for step in parent.status().steps] == [2, 0]
     assert parent.check("github_list_issues", REPO).allowed
     assert parent.check("github_list_issues", REPO).code == Decision.MAX_CALLS_EXCEEDED
+
+
+def test_a_bound_parent_delegates_with_a_proof_by_its_key(make_any_guard, switchboard):
+    parent = make_any_guard()
+    parent.declare(plan_document())
+    assert parent._plan.token.claims.cnf == parent.dpop_jkt  # the parent is bound
+    proofs: list[str | None] = []
+
+    def record(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        if request.url.path.endswith("/delegations"):
+            proofs.append(request.headers.get("DPoP"))
+        return response
+
+    switchboard.rewrite = record
+    delegation = parent.delegate(child_plan())
+
+    (proof,) = proofs
+    assert proof is not None
+    assert unverified_header(proof)["typ"] == "dpop+jwt"
+    # The parent's proof binds nothing: the child is for whichever guard adopts it.
+    assert unverified_claims(delegation.token).get("cnf") is None

@@ -279,7 +279,7 @@ class PlanState:
         if used >= max_calls:
             return (
                 Decision.MAX_CALLS_EXCEEDED,
-                f"it has used its maxCalls ({used} of {max_calls} calls)",
+                f"it has used its maxCalls ({used} of {max_calls} calls{self._delegated(step)})",
             )
         for budget in compiled.step_budgets[step]:
             total = self.budget_totals[budget.index]
@@ -317,12 +317,19 @@ class PlanState:
         return f"{index + 1} ({tool}, id {step_id!r})" if step_id else f"{index + 1} ({tool})"
 
     def spent(self, matching: Sequence[int]) -> CallDecision:
-        steps = ", ".join(f"{index + 1} ({self.used[index]} calls)" for index in matching)
+        steps = ", ".join(
+            f"{index + 1} ({self.used[index]} calls{self._delegated(index)})" for index in matching
+        )
         return CallDecision(
             Decision.MAX_CALLS_EXCEEDED,
             f"every matching step has used its maxCalls: step {steps}",
             matching[0],
         )
+
+    def _delegated(self, step: int) -> str:
+        """ ", n held or reserved for child plans" when some of a step's calls are."""
+        delegated = self.delegated[step]
+        return f", {delegated} held or reserved for child plans" if delegated else ""
 
     def unusable(self, token: VerifiedToken) -> CallDecision:
         """The decision for a call while `token` has expired or its key was withdrawn."""

@@ -61,7 +61,9 @@ def test_a_child_decides_inside_its_plan_and_the_parent_holds_the_reservation(
     assert parent.status().required_pending == ()  # a reservation is not a call that ran
     # The parent keeps one call of its three; the child took two.
     assert parent.check("github_list_issues", REPO).allowed
-    assert parent.check("github_list_issues", REPO).code == Decision.MAX_CALLS_EXCEEDED
+    spent = parent.check("github_list_issues", REPO)
+    assert spent.code == Decision.MAX_CALLS_EXCEEDED
+    assert "step 1 (3 calls, 2 held or reserved for child plans)" in spent.reason
 
     child = make_any_guard(api_key=worker.api_key)
     adopted = child.adopt(Delegation.from_json(delegation.to_json()))

@@ -255,6 +255,9 @@ PLANGATE_TOKEN_MIN_TTL = env.int("PLANGATE_TOKEN_MIN_TTL", default=60)
 PLANGATE_TOKEN_MAX_TTL = env.int("PLANGATE_TOKEN_MAX_TTL", default=3600)
 PLANGATE_PLAN_MAX_AGE = env.int("PLANGATE_PLAN_MAX_AGE", default=86400)
 PLANGATE_CLOCK_SKEW = env.int("PLANGATE_CLOCK_SKEW", default=60)
+# How long after its iat a DPoP proof is accepted (plus the skew); its jti is kept as long
+# (plans.dpop, docs/decisions/0069).
+PLANGATE_DPOP_MAX_AGE = env.int("PLANGATE_DPOP_MAX_AGE", default=60)
 PLANGATE_JWKS_MAX_AGE = env.int("PLANGATE_JWKS_MAX_AGE", default=300)
 # The name the server signs its tokens under (docs/decisions/0067): Ed25519 signatures are
 # named `EdDSA` (RFC 8037) until the common JOSE libraries verify RFC 9864's fully

@@ -76,7 +76,7 @@ def dpop_error(detail: str) -> DomainError:
 
 
 def _max_age() -> int:
-    return int(getattr(settings, "PLANGATE_DPOP_MAX_AGE", 60))
+    return int(settings.PLANGATE_DPOP_MAX_AGE)
 
 
 def request_htu(request: HttpRequest) -> tuple[str, ...]:

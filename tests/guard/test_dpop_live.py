@@ -136,3 +136,12 @@ def test_a_team_that_requires_binding_refuses_a_guard_that_binds_nothing(live_gu
     assert not Plan.objects.exists()
     binding = live_guard(auto_refresh=False, watch_status=False, status_list=False)
     assert Plan.objects.get(pk=binding.declare(plan_document()).plan_id).jkt
+
+
+def test_either_guard_binds_and_refreshes_its_plan(live_any_guard):
+    guard = live_any_guard(auto_refresh=False, watch_status=False, status_list=False)
+    declared = guard.declare(plan_document())
+
+    assert Plan.objects.get(pk=declared.plan_id).jkt == guard.dpop_jkt
+    assert guard.refresh() is True
+    assert guard.poll_status() is False

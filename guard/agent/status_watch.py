@@ -156,6 +156,13 @@ class StatusWatcher:
             logger.info("plangate guard: the status feed is unreachable: %s", error)
         else:
             code = body.get("code") if body is not None else None
+            if code == TOKEN_INVALID and body is not None:
+                # The token's signing key was revoked: withdrawn, as the feed would have it
+                # (the refresher asks for another token; a refused one blocks the plan).
+                if plan.token.withdrawn is not None:
+                    return False
+                self._withdraw_token(plan, str(body.get("reason") or code)[:300])
+                return True
             if isinstance(code, str) and code in FEED_STOPS:
                 reason = str(body.get("reason") or code)[:300] if body else code
                 stop = CallDecision(FEED_STOPS[code], f"the control plane says {reason}")

@@ -95,6 +95,7 @@ def test_the_event_loop_keeps_running_while_the_control_plane_holds_every_reques
             transport=slow,
             auto_refresh=False,
             watch_status=False,
+            status_list=False,  # poll_status asks the per-plan feed, held like the rest
             report_interval=600,
         )
         ticks: dict[str, int] = {}

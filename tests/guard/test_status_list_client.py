@@ -346,6 +346,7 @@ class Control:
         self.list_status = 200
         self.feed_status: int | None = None  # None: the real feed
         self.key_revoked = False  # the signer's key left the published set
+        self.feed_answer: dict[str, Any] | None = None  # None: the real feed's
         self.reissue = reissuing(signer, self.edit)
         self.monotonic = Monotonic()
 
@@ -364,6 +365,8 @@ class Control:
             )
         if request.url.path == "/v1/keys/jwks" and self.key_revoked:
             return response
+        if request.url.path.endswith("/status") and self.feed_answer is not None:
+            return httpx.Response(200, json=self.feed_answer)
         if request.url.path.endswith("/status") and self.feed_status is not None:
             return httpx.Response(self.feed_status, json={"code": "server_error"})
         return self.reissue(request, response)
@@ -453,6 +456,19 @@ def test_a_token_whose_key_left_the_key_set_is_withdrawn(make_any_guard, control
     assert guard.check("github_list_issues", REPO).code == Decision.TOKEN_INVALID
     assert feed_requests(switchboard) == 0
     assert switchboard.count("/v1/keys/jwks") >= 2
+
+
+def test_a_flipped_bit_the_feed_calls_token_invalid_withdraws_the_token(make_any_guard, control):
+    guard = make_any_guard()
+    guard.declare(plan_document())
+    control.flipped = {control.idx: 1}
+    control.feed_answer = {"code": "token_invalid", "reason": "its signing key was revoked"}
+
+    assert guard.poll_status() is True
+    assert guard.check("github_list_issues", REPO).code == Decision.TOKEN_INVALID
+    next_period(control)
+    assert guard.poll_status() is False  # withdrawn once; the refresher has it from here
+    assert guard.check("github_list_issues", REPO).code == Decision.TOKEN_INVALID
 
 
 def test_a_server_without_lists_is_watched_through_the_feed(make_any_guard, control, switchboard):

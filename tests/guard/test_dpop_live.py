@@ -6,6 +6,8 @@ another key), are refused with invalid_dpop_proof; the binding checks offline.""
 from __future__ import annotations
 
 import hashlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -145,3 +147,20 @@ def test_either_guard_binds_and_refreshes_its_plan(live_any_guard):
     assert Plan.objects.get(pk=declared.plan_id).jkt == guard.dpop_jkt
     assert guard.refresh() is True
     assert guard.poll_status() is False
+
+
+def test_one_proof_sent_many_times_at_once_is_taken_once(bound, live_server, agent):
+    guard, plan_id = bound
+    url = f"{live_server.url}/v1/plans/{plan_id}/status"
+    dpop = guard._dpop_key.proof(htm="GET", htu=url, access_token=agent.api_key)
+    headers = {"Authorization": f"Bearer {agent.api_key}", "DPoP": dpop}
+    start = threading.Barrier(8)
+
+    def send() -> int:
+        start.wait()
+        return httpx.get(url, headers=headers, timeout=30).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = sorted(pool.map(lambda _: send(), range(8)))
+
+    assert answers == [200] + [401] * 7

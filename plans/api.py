@@ -15,7 +15,8 @@ from typing import ClassVar
 from django.conf import settings
 from django.http import HttpResponse
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
@@ -72,6 +73,20 @@ from .services import (
     plan_get_for_agent,
     plan_issue,
     plan_refresh,
+)
+
+# The DPoP proof (RFC 9449, plans.dpop) the doors of a bound plan want; on a declaration it
+# binds the plan to its key.
+DPOP_PARAMETER = OpenApiParameter(
+    "DPoP",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=False,
+    description=(
+        "A DPoP proof (RFC 9449). On a declaration it binds the plan's tokens to its key"
+        " (`cnf.jkt`; required when the team requires binding); for a bound plan it must be"
+        " by that key. `401 invalid_dpop_proof` otherwise."
+    ),
 )
 
 
@@ -184,6 +199,7 @@ class PlanCreateView(RecordedRefusalsView):
             " `POST /v1/plans/{id}/token`, which answers the token once approved."
         ),
         request=PlanDeclarationSerializer,
+        parameters=[DPOP_PARAMETER],
         examples=[plan_declaration_example],
         responses={
             201: IntentTokenSerializer,
@@ -231,6 +247,7 @@ class PlanTokenView(RecordedRefusalsView):
             " `approval_required` when the policy changed since."
         ),
         request=PlanTokenRequestSerializer,
+        parameters=[DPOP_PARAMETER],
         responses={
             200: IntentTokenSerializer,
             **TOKEN_REFUSALS,
@@ -276,6 +293,7 @@ class PlanDelegationView(RecordedRefusalsView):
             " parent (or an ancestor) no longer active, 404 for a plan not the caller's."
         ),
         request=PlanDelegationSerializer,
+        parameters=[DPOP_PARAMETER],
         examples=[plan_delegation_example],
         responses={
             201: DelegatedTokenSerializer,
@@ -309,6 +327,7 @@ class PlanRefreshView(RecordedRefusalsView):
         operation_id="plans_refresh",
         summary="Re-sign the same plan with the current policy",
         request=PlanRefreshSerializer,
+        parameters=[DPOP_PARAMETER],
         responses={
             200: IntentTokenSerializer,
             **TOKEN_REFUSALS,
@@ -362,6 +381,7 @@ class PlanEventsView(AgentAPIView):
             " `lost`, with the decisions the guard reported lost."
         ),
         request=EventBatchSerializer,
+        parameters=[DPOP_PARAMETER],
         responses={
             202: event_batch_accepted_response,
             200: event_batch_accepted_response,

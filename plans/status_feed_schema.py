@@ -65,6 +65,16 @@ OPERATION: dict[str, Any] = {
             "required": False,
             "schema": {"type": "string"},
         },
+        {
+            "name": "DPoP",
+            "in": "header",
+            "required": False,
+            "description": (
+                "A DPoP proof (RFC 9449) by the key the plan is bound to; required for a"
+                " bound plan (`401 invalid_dpop_proof` otherwise)"
+            ),
+            "schema": {"type": "string"},
+        },
     ],
     "responses": {
         "200": {

@@ -62,7 +62,9 @@ def test_a_child_token_verifies_with_the_published_keys(api, agent):
 
 def test_a_child_ends_when_the_guard_ends_its_parent(api, guard):
     declared = guard.declare(plan_document())
-    child = delegate(api, declared.plan_id)
+    # The guard binds its plan to its key: its own delegate() carries the proof.
+    delegation = guard.delegate(plan_document(goal="List them", steps=[STEP]))
+    child = {"id": delegation.plan_id, "token": delegation.token}
     assert guard.check("github_list_issues", {"repo": "acme/public-app"}).allowed
 
     guard.end_plan()

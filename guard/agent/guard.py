@@ -187,6 +187,7 @@ class Guard:
             transport=transport,
             timeout=timeout,
             dpop_key=self._dpop_key,
+            dpop_url=self.issuer if self.issuer.startswith(("https://", "http://")) else None,
         )
         self._jwks = JwksCache(
             self._control_plane.jwks,

@@ -115,6 +115,7 @@ class ControlPlaneClient:
         transport: httpx.BaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         dpop_key: DpopKey | None = None,
+        dpop_url: str | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self._api_key = api_key
@@ -122,6 +123,9 @@ class ControlPlaneClient:
         # binds the plan's tokens to the key, the others prove the holder of a bound plan
         # (the control plane ignores them for an unbound one).
         self.dpop_key = dpop_key
+        # A proof names the control plane by its public URL, the issuer's (`dpop_url`),
+        # which the server knows whatever proxy is in between; by default `url`.
+        self._dpop_url = (dpop_url or url).rstrip("/")
         self._headers = {
             "Authorization": f"Bearer {api_key}",
             "Accept": "application/json",
@@ -157,9 +161,7 @@ class ControlPlaneClient:
             return headers
         proof = self.dpop_key.proof(
             htm=method,
-            # The URL the request goes to (RFC 9449's htu); the server also accepts its
-            # issuer's name for it, which is what a guard behind a proxy sends.
-            htu=self.url + path,
+            htu=self._dpop_url + path,
             access_token=bearer if bearer is not None else self._api_key,
         )
         return {**headers, "DPoP": proof}

@@ -164,3 +164,16 @@ def test_one_proof_sent_many_times_at_once_is_taken_once(bound, live_server, age
         answers = sorted(pool.map(lambda _: send(), range(8)))
 
     assert answers == [200] + [401] * 7
+
+
+def test_a_bound_guard_with_a_wrong_issuer_is_told_which_setting_to_fix(live_guard):
+    guard = live_guard(issuer="https://not-the-control-plane.example", status_list=False)
+
+    with pytest.raises(GuardError) as refused:
+        guard.declare(plan_document())
+
+    assert refused.value.code == "invalid_dpop_proof"
+    assert "'https://not-the-control-plane.example': give it the server's issuer" in str(
+        refused.value
+    )
+    assert not Plan.objects.exists()

@@ -161,7 +161,10 @@ def swap_plan(claims, body):
     ("options", "code"),
     [
         ({"transport": "swapping"}, PLAN_SWAPPED),
-        ({"issuer": "https://not-the-control-plane.example"}, TOKEN_INVALID),
+        # Unbound: a bound guard names the control plane by its issuer in each DPoP proof,
+        # so with a wrong issuer its declaration is refused before any token (tests/guard/
+        # test_dpop_client.py); an unbound one gets the token and refuses it.
+        ({"issuer": "https://not-the-control-plane.example", "bind_token": False}, TOKEN_INVALID),
     ],
     ids=["swapped-plan", "wrong-issuer"],
 )

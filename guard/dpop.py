@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
 import time
 from collections.abc import Mapping
@@ -28,6 +29,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 import jwt
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
@@ -115,6 +117,30 @@ class DpopKey:
     @classmethod
     def generate(cls) -> DpopKey:
         return cls(Ed25519PrivateKey.generate())
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the private key to a new file only its owner may read (PKCS #8 PEM).
+
+        For a process that must keep its key across restarts, or be handed a child plan
+        bound to it before it starts (`plangate-mcp --new-dpop-key`): the file is then
+        what a copied token and API key would also need. Never overwrites a file."""
+        pem = self._private.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(pem)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> DpopKey:
+        """The key `save` wrote; ValueError when the file holds no Ed25519 private key."""
+        with open(path, "rb") as file:
+            private_key = serialization.load_pem_private_key(file.read(), password=None)
+        if not isinstance(private_key, Ed25519PrivateKey):
+            raise ValueError("the file holds no Ed25519 private key")
+        return cls(private_key)
 
     def __repr__(self) -> str:
         return f"DpopKey(jkt={self.jkt!r})"

@@ -143,6 +143,8 @@ class Guard:
             decision batches then carry a proof by the key, so a copied token and API key
             are refused elsewhere). Default True; False sends no proofs and binds nothing
             (a team with ``require_token_binding`` then refuses the declaration).
+        dpop_key: the key to bind with instead of a new one (`guard.dpop.DpopKey.load`):
+            a sub-agent handed a child plan bound to a key it made beforehand.
     """
 
     def __init__(
@@ -174,12 +176,16 @@ class Guard:
         approval_wait_seconds: float = DEFAULT_APPROVAL_WAIT,
         approval_sleep: Callable[[float], object] | None = None,
         bind_token: bool = True,
+        dpop_key: DpopKey | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.issuer = issuer if issuer is not None else self.url
         self._clock = clock or time.time
-        # One key pair per guard, never written anywhere (docs/decisions/0069).
-        self._dpop_key = DpopKey.generate() if bind_token else None
+        # One key pair per guard, never written anywhere unless its owner gave one
+        # (docs/decisions/0069).
+        if dpop_key is not None and not bind_token:
+            raise ValueError("a dpop_key binds tokens: it needs bind_token=True")
+        self._dpop_key = (dpop_key or DpopKey.generate()) if bind_token else None
         self._control_plane = ControlPlaneClient(
             self.url,
             api_key,

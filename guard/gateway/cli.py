@@ -4,6 +4,7 @@ the guard.
     plangate-mcp [--url URL] [--issuer ISS] -- COMMAND [ARGS...]
     plangate-mcp [--url URL] [--issuer ISS] --upstream-url URL
     plangate-mcp --delegation FILE -- COMMAND [ARGS...]      (a sub-agent's gateway)
+    plangate-mcp --new-dpop-key FILE                         (a key for a bound child plan)
 
 Exit status: 0 when the client closed the connection; 1 when the wrapped server exited,
 broke the protocol or could not be started, or the delegation was refused (the reason on
@@ -14,14 +15,16 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from guard.agent.delegation import Delegation
     from guard.agent.guard import Guard
+    from guard.dpop import DpopKey
 
 __all__ = ["main"]
 
@@ -44,13 +47,17 @@ A sub-agent's gateway starts with a child plan another agent delegated to it
 variable (the JSON itself); not stdin, which carries the MCP client's messages. Every call
 is then decided under the child plan from the first; declare_plan is answered with
 delegated_plan (the sub-agent runs the plan it was given). --url and --issuer default to
-the delegation's."""
+the delegation's. For a child plan bound to the gateway's key (a team that requires
+binding): make the key first with --new-dpop-key FILE, delegate with the jkt it prints,
+and start the gateway with --dpop-key FILE."""
 
 _EPILOG = """\
 examples:
   plangate-mcp --url http://localhost:8000 -- npx -y @modelcontextprotocol/server-github
   plangate-mcp --url http://localhost:8000 --upstream-url http://127.0.0.1:9000/mcp
-  plangate-mcp --delegation child.json -- python reader_server.py"""
+  plangate-mcp --delegation child.json -- python reader_server.py
+  plangate-mcp --new-dpop-key reader.key      # prints {"jkt": ...} for Guard.delegate
+  plangate-mcp --dpop-key reader.key --delegation child.json -- python reader_server.py"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -84,6 +91,18 @@ def _parser() -> argparse.ArgumentParser:
         " JSON (default: the PLANGATE_DELEGATION environment variable, the JSON itself)",
     )
     parser.add_argument(
+        "--dpop-key",
+        metavar="FILE",
+        help="bind tokens to the key in this file (made by --new-dpop-key) instead of a"
+        " key made at start: a child plan delegated to it (Guard.delegate(jkt=...)) then"
+        " runs here (default: the PLANGATE_DPOP_KEY environment variable)",
+    )
+    parser.add_argument(
+        "--new-dpop-key",
+        metavar="FILE",
+        help='write a new key to FILE (readable by its owner only), print {"jkt": ...}, exit',
+    )
+    parser.add_argument(
         "--approval-wait",
         type=float,
         metavar="SECONDS",
@@ -106,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     options, command = _split_command(sys.argv[1:] if argv is None else argv)
     arguments = parser.parse_args(options)
+    if arguments.new_dpop_key:
+        return _new_dpop_key(arguments.new_dpop_key)
+    dpop_key = _dpop_key(parser, arguments.dpop_key or os.environ.get("PLANGATE_DPOP_KEY"))
     delegation = _delegation(parser, arguments.delegation)
     url = (
         arguments.url
@@ -140,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         or os.environ.get("PLANGATE_ISSUER")
         or (delegation.issuer if delegation is not None else None),
         approval_wait=arguments.approval_wait,
+        dpop_key=dpop_key,
     )
     if delegation is not None:
         from guard.agent.errors import GuardError
@@ -190,9 +213,45 @@ def _delegation(parser: argparse.ArgumentParser, path: str | None) -> Delegation
         parser.error(f"{error}{f' ({paths})' if paths else ''}")
 
 
-def _guard(url: str, api_key: str, *, issuer: str | None, approval_wait: float | None) -> Guard:
+def _new_dpop_key(path: str) -> int:
+    """``--new-dpop-key FILE``: a key for a gateway to be started later, and its thumbprint
+    for the agent that delegates to it."""
+    from guard.dpop import DpopKey
+
+    key = DpopKey.generate()
+    try:
+        key.save(path)
+    except OSError as error:
+        print(f"{PROGRAM}: the key cannot be written: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps({"jkt": key.jkt}))
+    return 0
+
+
+def _dpop_key(parser: argparse.ArgumentParser, path: str | None) -> DpopKey | None:
+    """The key in the file ``--dpop-key`` (or PLANGATE_DPOP_KEY) names; None when neither
+    is given. An unreadable one is a usage error."""
+    if not path:
+        return None
+    from guard.dpop import DpopKey
+
+    try:
+        return DpopKey.load(path)
+    except (OSError, ValueError) as error:
+        parser.error(f"the DPoP key cannot be read: {error}")
+
+
+def _guard(
+    url: str,
+    api_key: str,
+    *,
+    issuer: str | None,
+    approval_wait: float | None,
+    dpop_key: DpopKey | None = None,
+) -> Guard:
     from guard.agent.guard import Guard
 
-    if approval_wait is None:
-        return Guard(url, api_key, issuer=issuer)
-    return Guard(url, api_key, issuer=issuer, approval_wait_seconds=approval_wait)
+    options: dict[str, Any] = {"issuer": issuer, "dpop_key": dpop_key}
+    if approval_wait is not None:
+        options["approval_wait_seconds"] = approval_wait
+    return Guard(url, api_key, **options)

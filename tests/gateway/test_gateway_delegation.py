@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,9 +22,12 @@ from mcp.client.stdio import StdioServerParameters
 
 from guard.agent import Delegation, Guard
 from guard.agent.tools import DECLARE_PLAN_TOOL
+from guard.dpop import DpopKey
 from guard.gateway.cli import EXIT_USAGE, main
 from members.services import agent_update
+from plans.models import Plan
 from policies.services import policy_set
+from teams.models import Team
 from tests.conftest import make_agent
 
 from .conftest import (
@@ -145,3 +150,61 @@ def test_an_unreadable_delegation_is_a_usage_error(monkeypatch, capsys, tmp_path
     error = capsys.readouterr().err
     assert "invalid_delegation" in error and "planId" in error
     assert "the delegation cannot be read" in error
+
+
+def test_a_child_bound_to_a_key_made_beforehand_runs_in_the_gateway_holding_it(
+    control_plane: ControlPlane, worker, team, tmp_path: Path, capsys
+):
+    # A team that binds every token: the child must be bound to the sub-agent's key, which
+    # the gateway cannot make at start, so it is made first and its thumbprint handed over.
+    Team.objects.filter(pk=team.pk).update(require_token_binding=True)
+    key_path = tmp_path / "reader.key"
+    assert main(["--new-dpop-key", str(key_path)]) == 0
+    jkt = json.loads(capsys.readouterr().out)["jkt"]
+    assert stat.S_IMODE(key_path.stat().st_mode) == 0o600
+    assert DpopKey.load(key_path).jkt == jkt
+
+    parent = Guard(control_plane.url, control_plane.agent.api_key, issuer=control_plane.issuer)
+    try:
+        parent.declare(copy.deepcopy(GATEWAY_PLAN))
+        delegation = parent.delegate(copy.deepcopy(CHILD_PLAN), to=worker.agent.pk, jkt=jkt)
+        path = tmp_path / "child.json"
+        path.write_text(delegation.to_json(), encoding="utf-8")
+
+        results = scenario(
+            sub_agent_gateway(
+                worker.api_key, "--dpop-key", str(key_path), "--delegation", str(path)
+            )
+        )
+        without_key = subprocess.run(
+            [sys.executable, "-m", "guard.gateway", "--delegation", str(path), "--", "x"],
+            env=gateway_environment(worker.api_key),
+            cwd=str(ROOT),
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        parent.close()
+
+    assert Plan.objects.get(pk=delegation.plan_id).jkt == jkt
+    assert results["allowed"].is_error is False
+    assert text(results["outside"]).startswith("not_in_plan: ")
+    assert without_key.returncode == 1
+    assert "bound to another guard's key" in without_key.stderr
+
+
+def test_a_key_file_is_never_overwritten_and_a_bad_one_is_a_usage_error(
+    monkeypatch, capsys, tmp_path: Path
+):
+    path = tmp_path / "reader.key"
+    path.write_text("not a key", encoding="utf-8")
+    monkeypatch.setenv("PLANGATE_API_KEY", "pg_x")
+
+    assert main(["--new-dpop-key", str(path)]) == EXIT_USAGE
+    assert path.read_text(encoding="utf-8") == "not a key"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--dpop-key", str(path), "--url", "http://x", "--", "server"])
+    assert exit_info.value.code == EXIT_USAGE
+    assert "the DPoP key cannot be read" in capsys.readouterr().err

@@ -181,3 +181,13 @@ def test_a_team_that_requires_binding_refuses_an_unbound_declaration(agent, team
     assert after == before
     # With a proof it is declared, and bound.
     assert Plan.objects.get(pk=declare(agent, key)["id"]).jkt == key.jkt
+
+
+@pytest.mark.parametrize("door", ["refresh", "token", "events", "delegations"])
+def test_text_that_is_no_plan_id_is_not_found_on_every_bound_door(agent, door):
+    # NUL included: PostgreSQL refuses it in a query, so it must never reach one.
+    for plan_id in ("%00", "x" * 300, "01JD0000000000000000000000%00"):
+        response = agent.client.post(f"/v1/plans/{plan_id}/{door}", {}, format="json")
+
+        assert response.status_code in (400, 404), (door, plan_id, response.content)
+        assert response["Content-Type"] == "application/problem+json"

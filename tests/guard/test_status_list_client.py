@@ -451,7 +451,9 @@ def test_a_token_whose_key_left_the_key_set_is_withdrawn(make_any_guard, control
 
     control.key_revoked = True
     next_period(control)
-    assert guard.poll_status() is True
+    # True, unless the guard's own background watch, which reads the same shared list and
+    # key set, withdrew the token a moment before: the withdrawal is what counts.
+    guard.poll_status()
 
     assert guard.check("github_list_issues", REPO).code == Decision.TOKEN_INVALID
     assert feed_requests(switchboard) == 0

@@ -64,8 +64,10 @@ def active_signer(active_key: SigningKey | None = None) -> Signer:
     )
     if key is None:
         try:
-            if signing_keys_bootstrap():
-                key = SigningKey.objects.filter(state=State.ACTIVE).first()
+            signing_keys_bootstrap()
+            # Read again whether this process created the keys or lost the race to another
+            # that did (its insert waited for the winner's commit): either way one is active.
+            key = SigningKey.objects.filter(state=State.ACTIVE).first()
         except EncryptionKeyError as exc:
             logger.error("refusing to sign: no signing key exists and %s", exc)
     if key is None:

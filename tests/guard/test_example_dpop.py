@@ -3,36 +3,13 @@ proofs pass, a copy of its token and API key is refused, the binding checks offl
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-from django.conf import settings
-
 from plans.models import Plan
 
-ROOT = Path(__file__).resolve().parents[2]
+from .examples_run import run_example
 
 
 def test_the_bound_token_example(live_server, agent):
-    env = {
-        **os.environ,
-        "PLANGATE_URL": live_server.url,
-        "PLANGATE_API_KEY": agent.api_key,
-        "PLANGATE_ISSUER": settings.PLANGATE_ISSUER,
-        "PLANGATE_MEMBER": "alice@acme.dev",
-    }
-    env.pop("PYTHONPATH", None)  # the script finds the guard on its own
-
-    result = subprocess.run(
-        [sys.executable, "examples/bound_token.py"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_example("examples/bound_token.py", url=live_server.url, api_key=agent.api_key)
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines() == [

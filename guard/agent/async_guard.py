@@ -32,6 +32,7 @@ import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -156,8 +157,11 @@ class AsyncGuard:
 
     async def declare(self, plan: object) -> DeclaredPlan:
         """`Guard.declare`, awaited: the request and any wait for a person's approval (up to
-        `approval_wait_seconds`) run off the event loop; raises as `Guard.declare` does."""
-        return await self._off_loop(self._guard.declare, plan)
+        `approval_wait_seconds`) run off the event loop; raises as `Guard.declare` does.
+        The declaration is in flight (`decide` waits for it) from this call on, before the
+        worker thread starts."""
+        with self._guard.declaring():
+            return await self._off_loop(self._guard.declare, plan)
 
     async def delegate(
         self,
@@ -196,7 +200,24 @@ class AsyncGuard:
     async def handle_declare_plan(self, arguments: object) -> dict[str, Any]:
         """`Guard.handle_declare_plan`, awaited: the ``declare_plan`` tool result for the
         model (a refused plan is explained in it, never raised)."""
-        return await self._off_loop(self._guard.handle_declare_plan, arguments)
+        with self._guard.declaring():
+            return await self._off_loop(self._guard.handle_declare_plan, arguments)
+
+    def declaring(self) -> AbstractContextManager[None]:
+        """`Guard.declaring`: mark a declaration in flight (an adapter that sees the model's
+        ``declare_plan`` call before its siblings start)."""
+        return self._guard.declaring()
+
+    @property
+    def declaration_in_flight(self) -> bool:
+        return self._guard.declaration_in_flight
+
+    async def wait_for_declaration(self, timeout: float | None = None) -> bool:
+        """`Guard.wait_for_declaration`, awaited off the event loop (at once when no
+        declaration is in flight)."""
+        if not self._guard.declaration_in_flight:
+            return True
+        return await asyncio.to_thread(self._guard.wait_for_declaration, timeout)
 
     async def poll_approval(self, wait_seconds: float = 0.0) -> DeclaredPlan:
         """`Guard.poll_approval`, awaited: ask again about the plan awaiting approval."""
@@ -205,8 +226,18 @@ class AsyncGuard:
     # --- deciding ---------------------------------------------------------------------
 
     def check(self, tool: str, args: Mapping[str, Any]) -> CallDecision:
-        """Decide a call locally (`Guard.check`): synchronous, never touches the network."""
-        return self._guard.check(tool, args)
+        """Decide a call locally (`Guard.check`): synchronous, never touches the network,
+        and never waits, not even for a declaration in flight (the event loop would stop
+        with it): `decide` waits."""
+        return self._guard.check(tool, args, wait=False)
+
+    async def decide(self, tool: str, args: Mapping[str, Any]) -> CallDecision:
+        """`check`, after waiting (off the event loop, up to ``declare_wait_seconds``) for a
+        declaration in flight on this session: the model's sibling of a ``declare_plan``
+        call is decided under the plan it declared, not blocked as ``no_plan``."""
+        if self._guard.declaration_in_flight:
+            await self.wait_for_declaration()
+        return self._guard.check(tool, args, wait=False)
 
     async def call(
         self, tool: str, args: Mapping[str, Any], fn: Callable[..., Awaitable[T] | T]
@@ -219,7 +250,7 @@ class AsyncGuard:
         tool raises (or is cancelled), the call is recorded as failed (`Guard.failed`): it
         does not count as its step having run.
         """
-        decision = self._guard.check(tool, args)
+        decision = await self.decide(tool, args)
         if not decision.allowed:
             raise CallBlocked(decision)
         try:

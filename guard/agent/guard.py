@@ -23,6 +23,7 @@ for a person's approval (`approval`) and the control plane's HTTP client (`http`
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import re
@@ -31,6 +32,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 import httpx
@@ -45,6 +47,7 @@ from guard.agent.approval import (
     wait_for_approval,
 )
 from guard.agent.decider import Decider
+from guard.agent.declaring import DEFAULT_DECLARE_WAIT, DeclarationsInFlight
 from guard.agent.delegation import (
     DELEGATED_PLAN,
     Delegation,
@@ -145,6 +148,10 @@ class Guard:
             (a team with ``require_token_binding`` then refuses the declaration).
         dpop_key: the key to bind with instead of a new one (`guard.dpop.DpopKey.load`):
             a sub-agent handed a child plan bound to a key it made beforehand.
+        declare_wait_seconds: how long a call waits for a declaration in flight on this
+            session before it is decided (default 30 s): a call the model sent in the same
+            turn as ``declare_plan`` is decided under the new plan, not blocked as
+            ``no_plan`` (guard.agent.declaring). 0 decides at once.
     """
 
     def __init__(
@@ -177,6 +184,7 @@ class Guard:
         approval_sleep: Callable[[float], object] | None = None,
         bind_token: bool = True,
         dpop_key: DpopKey | None = None,
+        declare_wait_seconds: float = DEFAULT_DECLARE_WAIT,
     ) -> None:
         self.url = url.rstrip("/")
         self.issuer = issuer if issuer is not None else self.url
@@ -229,6 +237,7 @@ class Guard:
         self._plans_by_id: OrderedDict[str, PlanState] = OrderedDict()
         self._lock = threading.Lock()  # budgets, statuses, the output flag, the plan slot
         self._declare_lock = threading.Lock()
+        self._in_flight = DeclarationsInFlight(declare_wait_seconds)
         self._display = PlanDisplay(
             session_id=session_id or f"plangate-{uuid.uuid4().hex}",
             sink=acp_sink,
@@ -317,6 +326,10 @@ class Guard:
         ``approval_pending``, ``approval_denied`` (with the approver's reason) or
         ``approval_expired``.
         """
+        with self._in_flight.declaring():
+            return self._declare(plan)
+
+    def _declare(self, plan: object) -> DeclaredPlan:
         if self._closed:
             raise GuardError(GUARD_CLOSED, "the guard is closed")
         if self._delegated:
@@ -385,6 +398,7 @@ class Guard:
         if abandoned is not None:
             self._drop_awaiting(abandoned)
         self._display.publish(awaiting)
+        self._in_flight.notify()  # the calls waiting for it are `approval_pending` now
         return awaiting
 
     def _await_decision(
@@ -676,6 +690,27 @@ class Guard:
                 " a new session with a fresh context instead",
             )
 
+    def declaring(self) -> AbstractContextManager[None]:
+        """Mark a declaration in flight on this session for the duration of a ``with``
+        block: calls meanwhile wait for it (up to ``declare_wait_seconds``) before they are
+        decided. `declare` marks its own; an adapter marks one as soon as it sees the
+        model's ``declare_plan`` call, before the calls of the same turn start."""
+        return self._in_flight.declaring()
+
+    @property
+    def declaration_in_flight(self) -> bool:
+        """Whether a declaration is in flight on this session."""
+        return self._in_flight.busy
+
+    def wait_for_declaration(self, timeout: float | None = None) -> bool:
+        """Block while a declaration is in flight on this session, at most `timeout`
+        seconds (default ``declare_wait_seconds``). True when none is in flight any more,
+        or its plan now awaits a person's approval; False on the bound."""
+        return self._in_flight.wait(self._awaiting_approval, timeout)
+
+    def _awaiting_approval(self) -> bool:
+        return self._awaiting is not None
+
     def handle_declare_plan(self, arguments: object) -> dict[str, Any]:
         """Run the model's ``declare_plan`` tool call; returns the tool result to give back
         to the model (never raises for a refused plan: the result explains the refusal).
@@ -687,14 +722,22 @@ class Guard:
 
     # --- deciding ---------------------------------------------------------------------
 
-    def check(self, tool: str, args: Mapping[str, Any]) -> CallDecision:
+    def check(self, tool: str, args: Mapping[str, Any], *, wait: bool = True) -> CallDecision:
         """Decide a call of `tool` with `args` (its arguments object), locally.
 
         An allowed decision reserves one call of the step's budget, and counts as the tool
         having run for the declare-before-output rule. Every decision is queued for the
         decision log. Never touches the network: with an expired token the call is
         ``token_expired`` at once and the background refresher does the refreshing.
+
+        A call made while a declaration is in flight on this session (another thread is in
+        `declare`, or `declaring` marks one) waits for it first, up to
+        ``declare_wait_seconds``: the model's sibling of a ``declare_plan`` call is decided
+        under the plan it declared. ``wait=False`` decides at once (an event loop, which
+        waits with `wait_for_declaration` in a worker thread instead).
         """
+        if wait and self._in_flight.busy:
+            self.wait_for_declaration()
         plan = self._plan
         if plan is None:
             return self._no_token(tool, args)
@@ -787,9 +830,11 @@ class Guard:
             tool_name = name or fn.__name__
             signature = inspect.signature(fn)
 
-            def admit(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallDecision:
+            def admit(
+                args: tuple[Any, ...], kwargs: dict[str, Any], *, wait: bool = True
+            ) -> CallDecision:
                 arguments = dict(signature.bind(*args, **kwargs).arguments) if args else kwargs
-                decision = self.check(tool_name, arguments)
+                decision = self.check(tool_name, arguments, wait=wait)
                 if not decision.allowed:
                     raise CallBlocked(decision)
                 return decision
@@ -798,7 +843,9 @@ class Guard:
 
                 @functools.wraps(fn)
                 async def guarded_coroutine(*args: Any, **kwargs: Any) -> Any:
-                    decision = admit(args, kwargs)
+                    if self._in_flight.busy:  # wait for it off the event loop
+                        await asyncio.to_thread(self.wait_for_declaration)
+                    decision = admit(args, kwargs, wait=False)
                     try:
                         result = await fn(*args, **kwargs)
                     except BaseException:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from contextlib import suppress
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -57,7 +57,14 @@ _GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream
 class CallGuard(Protocol):
     """What the relay needs of the guard (`guard.agent.Guard`)."""
 
-    def check(self, tool: str, args: Mapping[str, Any]) -> CallDecision: ...
+    def check(self, tool: str, args: Mapping[str, Any], *, wait: bool = ...) -> CallDecision: ...
+
+    def declaring(self) -> AbstractContextManager[None]: ...
+
+    @property
+    def declaration_in_flight(self) -> bool: ...
+
+    def wait_for_declaration(self, timeout: float | None = None) -> bool: ...
 
     def completed(self, decision: CallDecision) -> None: ...
 
@@ -137,37 +144,69 @@ class Relay:
 
     async def _client_request(self, wire: Wire, request: JSONRPCRequest, tasks: TaskGroup) -> None:
         params = request.params or {}
-        if request.method == "tools/call":
-            name = params.get("name")
-            modern = _is_modern(params)
-            arguments = params.get("arguments")
-            if arguments is None:
-                arguments = {}
-            if name == DECLARE_PLAN_TOOL:
-                tasks.start_soon(self._declare, request.id, arguments, modern)
-                return
-            # The guard decides types too: a name that is not text, arguments that are not
-            # an object, are ``invalid_arguments``.
-            decision = self._guard.check(name, arguments)  # type: ignore[arg-type]
-            if not decision.allowed:
-                await self._answer(request.id, blocked_call_result(decision, modern=modern))
-                return
-            self._forwarded[request.id] = _Forwarded(request.method, decision=decision)
-        else:
+        if request.method != "tools/call":
             self._forwarded[request.id] = _Forwarded(
                 request.method,
                 first_tools_page=request.method == "tools/list" and params.get("cursor") is None,
             )
+            await self._to_upstream(wire)
+            return
+        name = params.get("name")
+        modern = _is_modern(params)
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if name == DECLARE_PLAN_TOOL:
+            # In flight from now: the calls read after it wait for it (guard.agent.declaring).
+            in_flight = self._guard.declaring()
+            in_flight.__enter__()
+            tasks.start_soon(self._declare, request.id, arguments, modern, in_flight)
+        elif self._guard.declaration_in_flight:
+            # Sent in the same turn as a declaration: decided once that is answered.
+            tasks.start_soon(
+                self._call_after_declaration, wire, request.id, name, arguments, modern
+            )
+        else:
+            await self._call(wire, request.id, name, arguments, modern)
+
+    async def _call(
+        self, wire: Wire, request_id: RequestId, name: object, arguments: object, modern: bool
+    ) -> None:
+        """Decide a ``tools/call``: forwarded when allowed, answered here when not."""
+        # The guard decides types too: a name that is not text, arguments that are not an
+        # object, are ``invalid_arguments``.
+        decision = self._guard.check(name, arguments, wait=False)  # type: ignore[arg-type]
+        if not decision.allowed:
+            await self._answer(request_id, blocked_call_result(decision, modern=modern))
+            return
+        self._forwarded[request_id] = _Forwarded("tools/call", decision=decision)
         await self._to_upstream(wire)
 
-    async def _declare(self, request_id: RequestId, arguments: object, modern: bool) -> None:
+    async def _call_after_declaration(
+        self, wire: Wire, request_id: RequestId, name: object, arguments: object, modern: bool
+    ) -> None:
+        """A call that came while a declaration was in flight: waits for it in a worker
+        thread (up to the guard's ``declare_wait_seconds``), then is decided."""
+        await anyio.to_thread.run_sync(self._guard.wait_for_declaration, abandon_on_cancel=True)
+        await self._call(wire, request_id, name, arguments, modern)
+
+    async def _declare(
+        self,
+        request_id: RequestId,
+        arguments: object,
+        modern: bool,
+        in_flight: AbstractContextManager[None],
+    ) -> None:
         """Declares the model's plan in a worker thread: the control plane's answer, and a
         person's approval, may take a while, and the relay goes on meanwhile (calls get
         ``approval_pending`` while a plan waits for approval). Cancelled with the
         connection, the thread is abandoned; closing the guard then cuts its wait short."""
-        declared = await anyio.to_thread.run_sync(
-            self._guard.handle_declare_plan, arguments, abandon_on_cancel=True
-        )
+        try:
+            declared = await anyio.to_thread.run_sync(
+                self._guard.handle_declare_plan, arguments, abandon_on_cancel=True
+            )
+        finally:
+            in_flight.__exit__(None, None, None)
         await self._answer(request_id, declare_plan_call_result(declared, modern=modern))
 
     async def _to_upstream(self, wire: Wire) -> None:

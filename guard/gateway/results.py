@@ -11,10 +11,10 @@ the model may never see it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+from guard.agent.outcomes import blocked_text, declare_plan_outcome
 from guard.agent.session import CallDecision
 from guard.agent.tools import DECLARE_PLAN_TOOL, mcp_tool
 
@@ -51,7 +51,7 @@ def tools_with_declare_plan(result: Mapping[str, Any]) -> tuple[dict[str, Any], 
 def blocked_call_result(decision: CallDecision, *, modern: bool) -> dict[str, Any]:
     """The tool error for a call the guard did not allow."""
     result: dict[str, Any] = {
-        "content": [{"type": "text", "text": f"{decision.code.value}: {decision.reason}"}],
+        "content": [{"type": "text", "text": blocked_text(decision)}],
         "isError": True,
         "_meta": {
             DECISION_META_KEY: {
@@ -72,9 +72,7 @@ def declare_plan_call_result(declared: Mapping[str, Any], *, modern: bool) -> di
     """The ``declare_plan`` tool's result from `Guard.handle_declare_plan`'s: the same object
     as structured content and as JSON text; a refusal is a tool error whose text starts with
     its code and detail."""
-    document = json.dumps(declared, ensure_ascii=False)
-    refused = declared.get("ok") is not True
-    text = f"{declared.get('code')}: {declared.get('detail')}\n{document}" if refused else document
+    text, refused = declare_plan_outcome(declared)
     result: dict[str, Any] = {
         "content": [{"type": "text", "text": text}],
         "structuredContent": dict(declared),

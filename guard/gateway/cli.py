@@ -109,6 +109,13 @@ def _parser() -> argparse.ArgumentParser:
         help="how long declare_plan waits for a person to approve a plan a policy sends to"
         " review (default: the guard's, 300)",
     )
+    parser.add_argument(
+        "--declare-wait",
+        type=float,
+        metavar="SECONDS",
+        help="how long a call sent while declare_plan is in flight waits for it before it"
+        " is decided (default: the guard's, 30)",
+    )
     return parser
 
 
@@ -162,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         or os.environ.get("PLANGATE_ISSUER")
         or (delegation.issuer if delegation is not None else None),
         approval_wait=arguments.approval_wait,
+        declare_wait=arguments.declare_wait,
         dpop_key=dpop_key,
     )
     if delegation is not None:
@@ -247,6 +255,7 @@ def _guard(
     *,
     issuer: str | None,
     approval_wait: float | None,
+    declare_wait: float | None = None,
     dpop_key: DpopKey | None = None,
 ) -> Guard:
     from guard.agent.guard import Guard
@@ -254,4 +263,6 @@ def _guard(
     options: dict[str, Any] = {"issuer": issuer, "dpop_key": dpop_key}
     if approval_wait is not None:
         options["approval_wait_seconds"] = approval_wait
+    if declare_wait is not None:
+        options["declare_wait_seconds"] = declare_wait
     return Guard(url, api_key, **options)

@@ -13,7 +13,7 @@ from mcp_types import CallToolResult
 
 from guard.agent.tools import DECLARE_PLAN_TOOL
 
-from .conftest import GATEWAY_PLAN, gateway_parameters
+from .conftest import GATEWAY_PLAN, UPSTREAM_COMMAND, gateway_parameters
 
 pytestmark = pytest.mark.slow  # starts the gateway and the test server as processes
 
@@ -44,3 +44,27 @@ def test_a_call_sent_beside_declare_plan_through_the_sdk_client_is_allowed(contr
         assert results[key].is_error is False, results[key]
     assert results["spent"].is_error is True
     assert results["spent"].content[0].text.startswith("max_calls_exceeded: ")
+
+
+def test_with_no_declare_wait_the_sibling_call_is_decided_at_once(control_plane):
+    async def turn() -> dict[str, CallToolResult]:
+        results: dict[str, CallToolResult] = {}
+        parameters = gateway_parameters(
+            control_plane, "--declare-wait", "0", "--", *UPSTREAM_COMMAND
+        )
+        async with Client(parameters) as client:
+
+            async def call(key: str, tool: str, arguments: dict) -> None:
+                results[key] = await client.call_tool(tool, arguments)
+
+            async with anyio.create_task_group() as turn_calls:
+                turn_calls.start_soon(
+                    call, "declare", DECLARE_PLAN_TOOL, copy.deepcopy(GATEWAY_PLAN)
+                )
+                turn_calls.start_soon(call, "echo", "echo", {"text": "hello"})
+        return results
+
+    results = anyio.run(turn)
+
+    assert results["declare"].is_error is False
+    assert results["echo"].content[0].text.startswith("no_plan: ")

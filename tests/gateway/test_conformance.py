@@ -1,0 +1,237 @@
+"""The official MCP conformance suite (npm ``@modelcontextprotocol/conformance``) against
+the gateway's HTTP side: every server scenario is run against a reference server over
+streamable HTTP, and against `plangate-mcp serve` wrapping the same server (a stdio command
+upstream) with a plan declared. What the bare server passes, the gateway passes too, with
+as many checks run.
+
+The reference server is ``@modelcontextprotocol/server-everything``: the suite's own
+(``examples/servers/typescript`` of its repository) is published on no registry, and
+server-everything is the reference server the MCP project does publish, with a streamable
+HTTP mode and a stdio one. It implements few of the suite's fixtures (the figures are in
+docs/guard.md); where it fails a check, the comparison has nothing to hold the gateway to.
+
+The suite needs Node >= 22 (it calls ``fs.globSync``); the set-up installs npm's ``node@22``
+package, which ships the binary, beside the suite (tests/node_packages.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import IN_CI
+from tests.integration.processes import free_port, start, stop, tail, wait_for
+from tests.node_packages import node_folder
+
+pytestmark = pytest.mark.slow  # installs the suite, starts servers and runs it four times
+
+#: The packages the test runs (npm specs, pinned).
+NODE_22 = "node@22"
+CONFORMANCE = "@modelcontextprotocol/conformance@0.1.16"
+EVERYTHING = "@modelcontextprotocol/server-everything@2026.8.31"
+
+HERE = Path(__file__).resolve().parent
+PROXY = HERE / "conformance_proxy.py"
+
+#: The tools the suite's scenarios call, one unconstrained step each: the plan the
+#: gateway's session holds before the suite's first request.
+SUITE_TOOLS = [
+    "test_simple_text",
+    "test_image_content",
+    "test_audio_content",
+    "test_embedded_resource",
+    "test_multiple_content_types",
+    "test_tool_with_logging",
+    "test_tool_with_progress",
+    "test_error_handling",
+    "test_reconnection",
+    "test_sampling",
+    "test_elicitation",
+    "test_elicitation_sep1034_defaults",
+    "test_elicitation_sep1330_enums",
+    "json_schema_2020_12_tool",
+]
+CONFORMANCE_PLAN = {
+    "version": 1,
+    "goal": "Run the MCP conformance suite's tool scenarios",
+    "user": "alice@acme.dev",
+    "steps": [{"tool": tool} for tool in SUITE_TOOLS],
+}
+CONFORMANCE_POLICY = {
+    "version": 1,
+    "default": "deny",
+    "rules": [{"effect": "allow", "tools": ["*"]}],
+}
+
+
+@dataclass(frozen=True)
+class Suite:
+    node: Path  # node 22, from npm
+    conformance: Path  # the suite's command (its dist/index.js)
+    everything: Path  # server-everything's dist/index.js
+
+    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.node), str(self.conformance), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def server_scenarios(self) -> list[str]:
+        listed = self.run("list").stdout
+        server_part = listed.split("Client scenarios")[0]
+        return re.findall(r"^\s*- (\S+)", server_part, re.M)
+
+
+#: Per scenario, its checks: each a dict as the suite writes it to checks.json.
+Results = dict[str, list[dict[str, Any]]]
+
+
+def _unavailable(reason: str) -> None:
+    if IN_CI:
+        pytest.fail(f"{reason}: CI must run the conformance suite")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def suite() -> Suite:
+    folder = node_folder(NODE_22, CONFORMANCE, EVERYTHING)
+    modules = folder / "node_modules"
+    node = modules / ".bin" / "node"
+    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
+    if not version.startswith("v22."):
+        _unavailable(f"npm's {NODE_22} gave no node 22 ({version.strip() or 'no binary'})")
+    return Suite(
+        node=node,
+        conformance=modules / "@modelcontextprotocol" / "conformance" / "dist" / "index.js",
+        everything=modules / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js",
+    )
+
+
+@contextlib.contextmanager
+def serving(args: list[str], url: str, log: Path, **env: str) -> Iterator[str]:
+    """A server process listening at ``url`` (any HTTP answer will do), stopped afterwards."""
+    process = start([str(arg) for arg in args], env={**os.environ, **env}, log=log)
+
+    def up() -> bool:
+        if process.poll() is not None:
+            return True
+        try:
+            httpx.get(url, timeout=1)
+        except httpx.TransportError:
+            return False
+        return True
+
+    try:
+        assert wait_for(up, timeout=60) and process.poll() is None, tail(log)
+        yield url
+    finally:
+        stop(process, timeout=10)
+
+
+def bare_server(suite: Suite, log: Path) -> contextlib.AbstractContextManager[str]:
+    """server-everything's own streamable HTTP side."""
+    port = free_port()
+    command = [suite.node, suite.everything, "streamableHttp"]
+    return serving(command, f"http://localhost:{port}/mcp", log, PORT=str(port))
+
+
+def proxy(
+    target: str, credential: str, declarations: Path, log: Path
+) -> contextlib.AbstractContextManager[str]:
+    """conformance_proxy.py in front of ``target``: the bearer credential, a plan declared."""
+    port = free_port()
+    plan = declarations.with_suffix(".plan.json")
+    plan.write_text(json.dumps(CONFORMANCE_PLAN))
+    command = [sys.executable, PROXY, port, target, plan, declarations]
+    return serving(
+        command, f"http://localhost:{port}/mcp", log, PLANGATE_GATEWAY_CREDENTIAL=credential
+    )
+
+
+def run_server_scenarios(suite: Suite, url: str, out: Path) -> Results:
+    """Every server scenario, pending ones included, against ``url``: checks per scenario."""
+    done = suite.run("server", "--url", url, "--suite", "all", "-o", str(out))
+    (out / "suite.log").write_text(done.stdout + done.stderr)
+    results: Results = {}
+    for checks in sorted(out.glob("server-*/checks.json")):
+        match = re.fullmatch(r"server-(.+)-\d{4}-\d\d-\d\dT[\d-]+Z", checks.parent.name)
+        assert match, checks
+        results[match.group(1)] = json.loads(checks.read_text())
+    assert results, done.stdout + done.stderr
+    return results
+
+
+def outcomes(checks: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
+    """(check id, status) counted, for the checks that pass or fail (not INFO or WARNING)."""
+    return Counter(
+        (check["id"], check["status"])
+        for check in checks
+        if check["status"] in ("SUCCESS", "FAILURE")
+    )
+
+
+def passed(checks: list[dict[str, Any]]) -> Counter[str]:
+    return Counter(
+        check_id for (check_id, status) in outcomes(checks).elements() if status == "SUCCESS"
+    )
+
+
+def figures(results: Results) -> tuple[int, int]:
+    """(checks passed, checks run) over every scenario."""
+    counted = [outcomes(checks) for checks in results.values()]
+    run = sum(sum(count.values()) for count in counted)
+    return sum(count[key] for count in counted for key in count if key[1] == "SUCCESS"), run
+
+
+def tool_results(checks: list[dict[str, Any]]) -> list[Any]:
+    """The tools/call results a scenario's checks recorded (content and error flag)."""
+    return [
+        {k: v for k, v in check["details"]["result"].items() if k in ("content", "isError")}
+        for check in checks
+        if isinstance(check.get("details"), dict)
+        and "content" in check["details"].get("result", {})
+    ]
+
+
+@pytest.fixture(scope="module")
+def bare_results(suite: Suite, tmp_path_factory) -> Results:
+    out = tmp_path_factory.mktemp("conformance-bare")
+    with bare_server(suite, out / "server.log") as url:
+        return run_server_scenarios(suite, url, out)
+
+
+def test_every_server_scenario_runs_against_the_bare_server(suite, bare_results):
+    assert sorted(bare_results) == sorted(suite.server_scenarios())
+    # The few the bare server passes: each one a check the gateway is held to below.
+    checks_passed, checks_run = figures(bare_results)
+    assert 0 < checks_passed <= checks_run
+    assert passed(bare_results["server-initialize"]) == Counter({"server-initialize": 1})
+
+
+def test_the_shim_in_front_of_the_bare_server_changes_no_check(suite, bare_results, tmp_path):
+    """The shim the gateway half needs is itself transparent: every check comes out as it
+    does without it (the server answers its declare_plan with an unknown-tool error)."""
+    declarations = tmp_path / "declarations.jsonl"
+    with (
+        bare_server(suite, tmp_path / "server.log") as url,
+        proxy(url, "not-checked", declarations, tmp_path / "proxy.log") as proxied,
+    ):
+        results = run_server_scenarios(suite, proxied, tmp_path)
+
+    assert {name: outcomes(checks) for name, checks in results.items()} == {
+        name: outcomes(checks) for name, checks in bare_results.items()
+    }
+    assert declarations.read_text().count("\n") >= len(results) - 1

@@ -29,10 +29,15 @@ from typing import Any
 
 import httpx
 import pytest
+from django.conf import settings
 
-from tests.conftest import IN_CI
+from plans.models import Plan
+from policies.services import policy_set
+from tests.conftest import IN_CI, make_agent
 from tests.integration.processes import free_port, start, stop, tail, wait_for
 from tests.node_packages import node_folder
+
+from .conftest import ControlPlane
 
 pytestmark = pytest.mark.slow  # installs the suite, starts servers and runs it four times
 
@@ -42,7 +47,13 @@ CONFORMANCE = "@modelcontextprotocol/conformance@0.1.16"
 EVERYTHING = "@modelcontextprotocol/server-everything@2026.8.31"
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 PROXY = HERE / "conformance_proxy.py"
+CLIENT = HERE / "conformance_client.py"
+
+#: The client scenarios, but the auth/* ones (the gateway sends the upstream server no
+#: credential of the client's).
+CLIENT_SCENARIOS = ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"]
 
 #: The tools the suite's scenarios call, one unconstrained step each: the plan the
 #: gateway's session holds before the suite's first request.
@@ -81,11 +92,14 @@ class Suite:
     conformance: Path  # the suite's command (its dist/index.js)
     everything: Path  # server-everything's dist/index.js
 
-    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(self.node), str(self.conformance), *args],
             capture_output=True,
             text=True,
+            env=env,
             timeout=timeout,
         )
 
@@ -161,16 +175,34 @@ def proxy(
     )
 
 
+def read_results(out: Path, prefix: str = "") -> Results:
+    """The checks the suite wrote under ``out``, per scenario."""
+    results: Results = {}
+    for checks in sorted(out.glob(f"{prefix}*/checks.json")):
+        match = re.fullmatch(rf"{prefix}(.+)-\d{{4}}-\d\d-\d\dT[\d-]+Z", checks.parent.name)
+        assert match, checks
+        results[match.group(1)] = json.loads(checks.read_text())
+    return results
+
+
 def run_server_scenarios(suite: Suite, url: str, out: Path) -> Results:
     """Every server scenario, pending ones included, against ``url``: checks per scenario."""
     done = suite.run("server", "--url", url, "--suite", "all", "-o", str(out))
     (out / "suite.log").write_text(done.stdout + done.stderr)
-    results: Results = {}
-    for checks in sorted(out.glob("server-*/checks.json")):
-        match = re.fullmatch(r"server-(.+)-\d{4}-\d\d-\d\dT[\d-]+Z", checks.parent.name)
-        assert match, checks
-        results[match.group(1)] = json.loads(checks.read_text())
+    results = read_results(out, "server-")
     assert results, done.stdout + done.stderr
+    return results
+
+
+def run_client_scenarios(suite: Suite, command: str, out: Path, env: dict[str, str]) -> Results:
+    """The client scenarios, each with a server of the suite's, against ``command``."""
+    for scenario in CLIENT_SCENARIOS:
+        done = suite.run(
+            "client", "--command", command, "--scenario", scenario, "-o", str(out), env=env
+        )
+        (out / f"{scenario}.log").write_text(done.stdout + done.stderr)
+    results = read_results(out)
+    assert sorted(results) == sorted(CLIENT_SCENARIOS), sorted(results)
     return results
 
 
@@ -235,3 +267,41 @@ def test_the_shim_in_front_of_the_bare_server_changes_no_check(suite, bare_resul
         name: outcomes(checks) for name, checks in bare_results.items()
     }
     assert declarations.read_text().count("\n") >= len(results) - 1
+
+
+@pytest.fixture
+def conformance_plane(live_server, team, member) -> ControlPlane:
+    """A control plane whose policy allows any tool: the plan decides."""
+    version = policy_set(team=team, slug="default", document=CONFORMANCE_POLICY)
+    agent = make_agent(team, "conformance-agent", version)
+    return ControlPlane(url=live_server.url, issuer=settings.PLANGATE_ISSUER, agent=agent)
+
+
+def assert_holds_up(bare: Results, gateway: Results) -> None:
+    """Every check passed without the gateway is passed with it, and as many are run."""
+    assert sorted(gateway) == sorted(bare)
+    for scenario, checks in bare.items():
+        assert passed(checks) <= passed(gateway[scenario]), (scenario, gateway[scenario])
+        assert outcomes(checks).total() == outcomes(gateway[scenario]).total(), scenario
+
+
+def test_the_client_scenarios_pass_through_the_gateway_as_without_it(
+    suite, conformance_plane, tmp_path
+):
+    """The gateway's client side: the SDK's client, straight to each scenario's server and
+    through `plangate-mcp --upstream-url` with a plan declared."""
+    client = f"{sys.executable} {CLIENT}"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PLANGATE_URL": conformance_plane.url,
+        "PLANGATE_ISSUER": conformance_plane.issuer,
+        "PLANGATE_API_KEY": conformance_plane.agent.api_key,
+    }
+    direct = run_client_scenarios(suite, client, tmp_path / "direct", env)
+    gateway = run_client_scenarios(suite, f"{client} --via-gateway", tmp_path / "gateway", env)
+
+    assert all(passed(checks) for checks in direct.values()), direct
+    assert_holds_up(direct, gateway)
+    # The declarations went through the control plane: one plan per scenario that lists tools.
+    assert Plan.objects.filter(agent=conformance_plane.agent.agent).count() == 3

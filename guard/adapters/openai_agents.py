@@ -44,16 +44,16 @@ call started before the declaration's slot opens is decided without it.)
 **A plan a person must approve.** When a policy's ``review`` rule sends the plan to a
 person, the run pauses the SDK's way: ``RunResult.interruptions`` holds the
 ``declare_plan`` call as a ``ToolApprovalItem``, and `plan_approval(item)` gives its
-plan id and approval URL (``approvalUrl``) to show the person. Once they decided in
-Plangate, ``state.approve(item)`` and ``Runner.run(agent, state)`` resume the run: the
-``declare_plan`` call then collects the decision, and the model gets the declared plan
-(or the approver's reason, as a refusal). Build the guard with ``approval_wait_seconds=0``
-to pause at once; with a wait, the guard waits that long first and the run pauses only
-if no one decided meanwhile. Resume in the same process, with the same guard: the
-interruption is the SDK's, the plan awaiting approval is the guard's. A call the model
-sent in the same turn as such a declaration gets ``approval_pending``.
-``pause_for_approval=False`` keeps the plain tool result instead (``approval_pending``
-and the URL, as a refusal, after the guard's wait).
+plan id and approval URL (``approvalUrl``) to show the person; `wait_for_plan_decision`
+waits for their decision. Then ``state.approve(item)`` and ``Runner.run(agent, state)``
+resume the run: the ``declare_plan`` call collects the decision, and the model gets the
+declared plan (or the approver's reason, as a refusal). Build the guard with
+``approval_wait_seconds=0`` to pause at once; with a wait, the guard waits that long
+first and the run pauses only if no one decided meanwhile. Resume in the same process,
+with the same guard: the interruption is the SDK's, the plan awaiting approval is the
+guard's. A call the model sent in the same turn as such a declaration gets
+``approval_pending``. ``pause_for_approval=False`` keeps the plain tool result instead
+(``approval_pending`` and the URL, as a refusal, after the guard's wait).
 
 A refused declaration reaches the model as ``"{code}: {detail}"`` and the answer as JSON
 (`guard.agent.outcomes.declare_plan_outcome`); the Responses API's tool output has no
@@ -97,6 +97,7 @@ __all__ = [
     "guard_tool",
     "plan_approval",
     "plangate_tools",
+    "wait_for_plan_decision",
 ]
 
 AnyGuard = Guard | AsyncGuard
@@ -134,14 +135,16 @@ async def _declare(guard: AnyGuard, arguments: object) -> dict[str, Any]:
     return await asyncio.to_thread(guard.handle_declare_plan, arguments)
 
 
-async def _collect_decision(guard: AnyGuard, pending: dict[str, Any]) -> dict[str, Any]:
-    """The ``declare_plan`` result once the run resumes: the approved plan, the approver's
-    reason, or ``approval_pending`` still (asked once, no wait)."""
+async def _collect_decision(
+    guard: AnyGuard, pending: dict[str, Any], wait_seconds: float = 0.0
+) -> dict[str, Any]:
+    """The ``declare_plan`` result of a plan that awaited approval: the approved plan, the
+    approver's reason, or ``approval_pending`` still (after `wait_seconds`)."""
     try:
         if isinstance(guard, AsyncGuard):
-            declared: DeclaredPlan = await guard.poll_approval()
+            declared: DeclaredPlan = await guard.poll_approval(wait_seconds)
         else:
-            declared = await asyncio.to_thread(guard.poll_approval)
+            declared = await asyncio.to_thread(guard.poll_approval, wait_seconds)
     except GuardError as error:
         status = guard.status()
         if error.code == Decision.NO_PLAN.value and status.plan_id == pending.get("planId"):
@@ -168,6 +171,8 @@ class DeclarePlanTool(FunctionTool):
     the answers of declarations the run paused on, for `plan_approval`."""
 
     _plangate_answers: dict[str, dict[str, Any]]
+    _plangate_paused: set[str]
+    _plangate_guard: AnyGuard
 
 
 def declare_plan_tool(guard: AnyGuard, *, pause_for_approval: bool = True) -> DeclarePlanTool:
@@ -215,7 +220,21 @@ def declare_plan_tool(guard: AnyGuard, *, pause_for_approval: bool = True) -> De
         needs_approval=needs_approval,
     )
     tool._plangate_answers = answers
+    tool._plangate_paused = paused
+    tool._plangate_guard = guard
     return tool
+
+
+def _declare_plan_tool_of(item: ToolApprovalItem) -> tuple[DeclarePlanTool, str] | None:
+    """The ``declare_plan`` tool an interruption belongs to, and its call id."""
+    raw = item.raw_item
+    call_id = raw.get("call_id") if isinstance(raw, dict) else getattr(raw, "call_id", None)
+    if item.tool_name != DECLARE_PLAN_TOOL or not isinstance(call_id, str):
+        return None
+    for tool in getattr(item.agent, "tools", ()):
+        if isinstance(tool, DeclarePlanTool) and call_id in tool._plangate_answers:
+            return tool, call_id
+    return None
 
 
 def plan_approval(item: ToolApprovalItem) -> PlanApproval | None:
@@ -223,22 +242,38 @@ def plan_approval(item: ToolApprovalItem) -> PlanApproval | None:
     awaits a person's approval, with its approval URL; None when the item is not a
     ``declare_plan`` call of `plangate_tools` waiting for one (another tool's approval,
     the application's own)."""
-    call_id = getattr(item.raw_item, "call_id", None)
-    if call_id is None and isinstance(item.raw_item, dict):
-        call_id = item.raw_item.get("call_id")
-    if item.tool_name != DECLARE_PLAN_TOOL or not isinstance(call_id, str):
+    found = _declare_plan_tool_of(item)
+    if found is None:
         return None
-    for tool in getattr(item.agent, "tools", ()):
-        if isinstance(tool, DeclarePlanTool):
-            answer = tool._plangate_answers.get(call_id)
-            if answer is not None and answer.get("code") == APPROVAL_PENDING:
-                return PlanApproval(
-                    plan_id=str(answer.get("planId")),
-                    approval_url=answer.get("approvalUrl"),
-                    detail=str(answer.get("detail", "")),
-                    review=tuple(answer.get("review") or ()),
-                )
-    return None
+    tool, call_id = found
+    answer = tool._plangate_answers[call_id]
+    if answer.get("code") != APPROVAL_PENDING:
+        return None
+    return PlanApproval(
+        plan_id=str(answer.get("planId")),
+        approval_url=answer.get("approvalUrl"),
+        detail=str(answer.get("detail", "")),
+        review=tuple(answer.get("review") or ()),
+    )
+
+
+async def wait_for_plan_decision(item: ToolApprovalItem, wait_seconds: float = 300.0) -> bool:
+    """Wait, up to `wait_seconds`, for the person to decide on the plan an interruption
+    waits on (`plan_approval`); True once decided (approved, denied or expired: the resumed
+    ``declare_plan`` call then shows the model the plan, or the approver's reason), False
+    when it still waits. Then ``state.approve(item)`` and resume the run. Without it, the
+    resumed call asks the control plane once itself."""
+    found = _declare_plan_tool_of(item)
+    if found is None:
+        raise ValueError("the item is not a declare_plan call awaiting a person's approval")
+    tool, call_id = found
+    answer = tool._plangate_answers[call_id]
+    if call_id in tool._plangate_paused:
+        answer = await _collect_decision(tool._plangate_guard, answer, wait_seconds)
+        if answer.get("code") != APPROVAL_PENDING:
+            tool._plangate_paused.discard(call_id)  # the resumed call shows this answer
+        tool._plangate_answers[call_id] = answer
+    return answer.get("code") != APPROVAL_PENDING
 
 
 # --- the application's tools -------------------------------------------------------------

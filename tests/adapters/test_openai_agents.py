@@ -18,7 +18,7 @@ from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 from django.conf import settings
 
-from guard.adapters.openai_agents import plan_approval, plangate_tools
+from guard.adapters.openai_agents import plan_approval, plangate_tools, wait_for_plan_decision
 from guard.agent import AsyncGuard, Guard
 from plans.approvals import plan_approval_decide
 from plans.models import Plan
@@ -287,3 +287,33 @@ def test_a_plan_awaiting_approval_pauses_the_run_and_resumes_once_approved(
     assert declared["ok"] is True and declared["approvedBy"] == approver.email
     assert outputs["call_2"] == "sent"
     assert ran == ["send_email"]
+
+
+def test_a_denied_plan_reaches_the_model_with_the_approvers_reason(
+    make_guard, team, policy_version
+):
+    policy_set(team=team, slug="default", document=REVIEW_POLICY)
+    approver = approver_for(team)
+    guard = make_guard()
+    model = script(
+        [("declare_plan", REVIEWED_PLAN)],
+        [("send_email", {"to": "bob@example.test", "subject": "issues"})],
+    )
+    agent = Agent(name="mailer", model=model, tools=plangate_tools(guard, TOOLS))
+    paused = run(Runner.run(agent, "Mail bob the open issues"))
+    (item,) = paused.interruptions
+
+    plan_approval_decide(
+        plan=Plan.objects.get(), by_user=approver, approve=False, reason="no mail to outsiders"
+    )
+    assert run(wait_for_plan_decision(item, wait_seconds=0)) is True
+    state = paused.to_state()
+    state.approve(item)
+    result = run(Runner.run(agent, state))
+
+    assert result.final_output == "done"
+    outputs = shown(model)
+    assert outputs["call_1"].startswith("approval_denied: ")
+    assert "no mail to outsiders" in outputs["call_1"]
+    assert outputs["call_2"].startswith("no_plan: ")
+    assert ran == []

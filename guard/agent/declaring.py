@@ -29,17 +29,19 @@ DEFAULT_DECLARE_WAIT: Final = 30.0
 class DeclarationsInFlight:
     """How many declarations are in flight on one session, and a wait for them to end."""
 
-    __slots__ = ("_changed", "_count", "seconds")
+    __slots__ = ("_changed", "count", "seconds")
 
     def __init__(self, seconds: float = DEFAULT_DECLARE_WAIT) -> None:
         self.seconds = max(0.0, seconds)
-        self._count = 0
+        # Written under the lock; read without it by `Guard.check`, whose hot path pays one
+        # attribute read when nothing is in flight.
+        self.count = 0
         self._changed = threading.Condition(threading.Lock())
 
     @property
     def busy(self) -> bool:
         """Whether a declaration is in flight (read without the lock: the hot path's test)."""
-        return self._count > 0
+        return self.count > 0
 
     @contextmanager
     def declaring(self) -> Iterator[None]:
@@ -47,12 +49,12 @@ class DeclarationsInFlight:
         that marks it early (an adapter that sees the model's ``declare_plan`` before its
         siblings start) and `Guard.declare` inside it count as one wait."""
         with self._changed:
-            self._count += 1
+            self.count += 1
         try:
             yield
         finally:
             with self._changed:
-                self._count -= 1
+                self.count -= 1
                 self._changed.notify_all()
 
     def notify(self) -> None:
@@ -65,4 +67,4 @@ class DeclarationsInFlight:
         seconds (default `seconds`). True when it ended that way, False on the bound."""
         bound = self.seconds if timeout is None else max(0.0, timeout)
         with self._changed:
-            return self._changed.wait_for(lambda: self._count == 0 or settled(), bound)
+            return self._changed.wait_for(lambda: self.count == 0 or settled(), bound)

@@ -736,7 +736,7 @@ class Guard:
         under the plan it declared. ``wait=False`` decides at once (an event loop, which
         waits with `wait_for_declaration` in a worker thread instead).
         """
-        if wait and self._in_flight.busy:
+        if wait and self._in_flight.count:
             self.wait_for_declaration()
         plan = self._plan
         if plan is None:

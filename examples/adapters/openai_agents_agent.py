@@ -112,6 +112,7 @@ EXPECTED = {
 
 
 # --- running it ------------------------------------------------------------------------
+# --8<-- [start:approval]
 async def run_agent(agent: Agent[Any], task: str) -> RunResult:
     """Run the agent; when a plan awaits a person's approval, show where, wait, resume."""
     result = await Runner.run(agent, task, max_turns=10)
@@ -127,6 +128,9 @@ async def run_agent(agent: Agent[Any], task: str) -> RunResult:
             state.approve(item)
         result = await Runner.run(agent, state, max_turns=10)
     return result
+
+
+# --8<-- [end:approval]
 
 
 def what_the_model_saw(result: RunResult) -> list[tuple[str, str]]:
@@ -162,6 +166,7 @@ async def main() -> int:
         scripted_model(member) if scripted else os.environ.get("OPENAI_MODEL", "gpt-4.1-mini")
     )
 
+    # --8<-- [start:agent]
     # approval_wait_seconds=0: a plan sent to a person pauses the run at once.
     async with AsyncGuard(
         url, api_key, issuer=os.environ.get("PLANGATE_ISSUER", url), approval_wait_seconds=0
@@ -172,6 +177,7 @@ async def main() -> int:
             model=model,
             tools=plangate_tools(guard, TOOLS),
         )
+        # --8<-- [end:agent]
         result = await run_agent(agent, f"Summarise the open issues of {REPO}")
         seen = what_the_model_saw(result)
         for tool, text in seen:

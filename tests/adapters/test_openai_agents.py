@@ -14,11 +14,24 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, function_tool, set_tracing_disabled
+from agents import (
+    Agent,
+    FunctionTool,
+    Runner,
+    UserError,
+    WebSearchTool,
+    function_tool,
+    set_tracing_disabled,
+)
 from agents.testing import ScriptedModel, assistant_message, function_call
 from django.conf import settings
 
-from guard.adapters.openai_agents import plan_approval, plangate_tools, wait_for_plan_decision
+from guard.adapters.openai_agents import (
+    guard_tool,
+    plan_approval,
+    plangate_tools,
+    wait_for_plan_decision,
+)
 from guard.agent import AsyncGuard, Guard
 from plans.approvals import plan_approval_decide
 from plans.models import Plan
@@ -317,3 +330,55 @@ def test_a_denied_plan_reaches_the_model_with_the_approvers_reason(
     assert "no mail to outsiders" in outputs["call_1"]
     assert outputs["call_2"].startswith("no_plan: ")
     assert ran == []
+
+
+def test_the_application_may_collect_the_decision_itself_before_resuming(
+    make_guard, team, policy_version
+):
+    policy_set(team=team, slug="default", document=REVIEW_POLICY)
+    approver = approver_for(team)
+    guard = make_guard()
+    model = script([("declare_plan", REVIEWED_PLAN)])
+    agent = Agent(name="mailer", model=model, tools=plangate_tools(guard, TOOLS))
+    paused = run(Runner.run(agent, "Mail bob the open issues"))
+    (item,) = paused.interruptions
+
+    plan_approval_decide(plan=Plan.objects.get(), by_user=approver, approve=True)
+    if isinstance(guard, AsyncGuard):
+        run(guard.poll_approval())
+    else:
+        guard.poll_approval()
+    state = paused.to_state()
+    state.approve(item)
+    run(Runner.run(agent, state))
+
+    declared = json.loads(shown(model)["call_1"])
+    assert declared["ok"] is True and declared["planId"] == Plan.objects.get().pk
+
+
+def test_a_hand_built_tool_that_raises_ends_the_run_as_without_the_guard(make_guard):
+    async def explode(context: Any, arguments: str) -> str:
+        ran.append("github_list_issues")
+        raise RuntimeError("the API is down")
+
+    hand_built = FunctionTool(
+        name="github_list_issues",
+        description="List a repository's open issues.",
+        params_json_schema={"type": "object", "properties": {"repo": {"type": "string"}}},
+        on_invoke_tool=explode,
+        strict_json_schema=False,
+    )
+    guard = make_guard()
+    model = script([("declare_plan", PLAN)], [("github_list_issues", {"repo": REPO})])
+    agent = Agent(name="triage", model=model, tools=plangate_tools(guard, [hand_built]))
+
+    with pytest.raises(UserError, match="the API is down"):
+        run(Runner.run(agent, "Summarise the open issues of acme/public-app"))
+
+    assert ran == ["github_list_issues"]
+    assert step_statuses(guard)[0] == ("github_list_issues", "in_progress", 1)
+
+
+def test_a_tool_the_guard_cannot_see_is_refused(make_guard):
+    with pytest.raises(TypeError, match="WebSearchTool"):
+        guard_tool(make_guard(), WebSearchTool())

@@ -192,6 +192,7 @@ def declare_plan_tool(guard: AnyGuard, *, pause_for_approval: bool = True) -> De
         with guard.declaring():
             answer = await _declare(guard, arguments)
         answers[call_id] = answer
+        paused.discard(call_id)  # a call id an abandoned run paused on, sent again
         if pause_for_approval and answer.get("code") == APPROVAL_PENDING:
             paused.add(call_id)
             return True

@@ -1,8 +1,10 @@
 """``plangate-mcp``: serve an MCP server's tools to an MCP client, every call decided by
 the guard.
 
-    plangate-mcp [--url URL] [--issuer ISS] -- COMMAND [ARGS...]
+    plangate-mcp [--url URL] [--issuer ISS] [--] COMMAND [ARGS...]
     plangate-mcp [--url URL] [--issuer ISS] --upstream-url URL
+    plangate-mcp serve --listen HOST:PORT [options] [--] COMMAND [ARGS...]   (over HTTP)
+    plangate-mcp serve --listen HOST:PORT [options] --upstream-url URL
     plangate-mcp --delegation FILE -- COMMAND [ARGS...]      (a sub-agent's gateway)
     plangate-mcp --new-dpop-key FILE                         (a key for a bound child plan)
 
@@ -37,7 +39,9 @@ Serve the tools of an MCP server to an MCP client over stdio, with the Plangate 
 between: the client sees the server's tools plus declare_plan, and every tools/call is
 decided by the guard before it reaches the server. A blocked call is answered with a tool
 error whose text starts with the decision code (no_plan, not_in_plan, policy_denied...).
-Everything else passes through unchanged.
+Everything else passes through unchanged. The wrapped server's command is everything after
+the options; a -- before it is optional (and keeps options of the command from being read
+as the gateway's).
 
 The agent's API key comes from the PLANGATE_API_KEY environment variable (it is not passed
 on to the wrapped server).
@@ -54,6 +58,8 @@ and start the gateway with --dpop-key FILE."""
 _EPILOG = """\
 examples:
   plangate-mcp --url http://localhost:8000 -- npx -y @modelcontextprotocol/server-github
+  plangate-mcp --url http://localhost:8000 python my_server.py
+  plangate-mcp serve --listen 127.0.0.1:8765 --url http://localhost:8000 python my_server.py
   plangate-mcp --url http://localhost:8000 --upstream-url http://127.0.0.1:9000/mcp
   plangate-mcp --delegation child.json -- python reader_server.py
   plangate-mcp --new-dpop-key reader.key      # prints {"jkt": ...} for Guard.delegate
@@ -64,26 +70,16 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
         usage=(
-            f"{PROGRAM} [options] -- COMMAND [ARGS...]\n"
-            f"       {PROGRAM} [options] --upstream-url URL"
+            f"{PROGRAM} [options] [--] COMMAND [ARGS...]\n"
+            f"       {PROGRAM} [options] --upstream-url URL\n"
+            f"       {PROGRAM} serve --listen HOST:PORT [options] [--] COMMAND [ARGS...]"
+            f" (see {PROGRAM} serve --help)"
         ),
         description=_DESCRIPTION,
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--url", help="the Plangate control plane (default: the PLANGATE_URL environment variable)"
-    )
-    parser.add_argument(
-        "--issuer",
-        help="the iss the intent tokens carry, the server's PLANGATE_ISSUER (default: the"
-        " PLANGATE_ISSUER environment variable, else the control plane's URL)",
-    )
-    parser.add_argument(
-        "--upstream-url",
-        metavar="URL",
-        help="wrap the MCP server at this streamable-HTTP endpoint instead of a command",
-    )
+    _common_options(parser)
     parser.add_argument(
         "--delegation",
         metavar="FILE",
@@ -102,6 +98,34 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help='write a new key to FILE (readable by its owner only), print {"jkt": ...}, exit',
     )
+    _command_argument(parser)
+    return parser
+
+
+def _command_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        metavar="COMMAND",
+        help="the wrapped MCP server's command and its arguments: everything after the"
+        " options (a -- before it is optional)",
+    )
+
+
+def _common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--url", help="the Plangate control plane (default: the PLANGATE_URL environment variable)"
+    )
+    parser.add_argument(
+        "--issuer",
+        help="the iss the intent tokens carry, the server's PLANGATE_ISSUER (default: the"
+        " PLANGATE_ISSUER environment variable, else the control plane's URL)",
+    )
+    parser.add_argument(
+        "--upstream-url",
+        metavar="URL",
+        help="wrap the MCP server at this streamable-HTTP endpoint instead of a command",
+    )
     parser.add_argument(
         "--approval-wait",
         type=float,
@@ -116,7 +140,6 @@ def _parser() -> argparse.ArgumentParser:
         help="how long a call sent while declare_plan is in flight waits for it before it"
         " is decided (default: the guard's, 30)",
     )
-    return parser
 
 
 def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -128,10 +151,30 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return arguments, []
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    options, command = _split_command(sys.argv[1:] if argv is None else argv)
+def _parse(
+    parser: argparse.ArgumentParser, argv: Sequence[str]
+) -> tuple[argparse.Namespace, list[str]]:
+    """The gateway's options and the wrapped server's command: everything after ``--``, or
+    without one, everything from the first argument that is not an option's."""
+    options, command = _split_command(argv)
     arguments = parser.parse_args(options)
+    if not command:
+        command = list(arguments.command or [])
+        if command[:1] == ["--"]:
+            command = command[1:]
+    elif arguments.command:
+        parser.error(f"unrecognized arguments before --: {' '.join(arguments.command)}")
+    return arguments, command
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve"]:
+        from guard.gateway.serve_cli import serve_main
+
+        return serve_main(argv[1:])
+    parser = _parser()
+    arguments, command = _parse(parser, argv)
     if arguments.new_dpop_key:
         return _new_dpop_key(arguments.new_dpop_key)
     dpop_key = _dpop_key(parser, arguments.dpop_key or os.environ.get("PLANGATE_DPOP_KEY"))
@@ -147,9 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not api_key:
         parser.error("no API key: set PLANGATE_API_KEY to the agent's key (pg_...)")
     if command and arguments.upstream_url:
-        parser.error("give the wrapped server's command after --, or --upstream-url, not both")
+        parser.error("give the wrapped server's command or --upstream-url, not both")
     if not command and not arguments.upstream_url:
-        parser.error("no MCP server to wrap: give its command after --, or --upstream-url URL")
+        parser.error("no MCP server to wrap: give its command, or --upstream-url URL")
     try:
         import anyio
 

@@ -14,6 +14,7 @@ import anyio
 from anyio.abc import Process
 from mcp.client.streamable_http import streamable_http_client
 from mcp.os.posix.utilities import terminate_posix_process_tree
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.inbound import (
     MCP_METHOD_HEADER,
     MCP_NAME_HEADER,
@@ -64,17 +65,24 @@ def server_environment(environment: Mapping[str, str]) -> dict[str, str]:
 
 @asynccontextmanager
 async def open_upstream(
-    *, command: Sequence[str] | None = None, url: str | None = None
+    *,
+    command: Sequence[str] | None = None,
+    url: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> AsyncIterator[MessageEnd]:
     """The wrapped server's end: `command` started over stdio (its stderr is the gateway's),
-    or the streamable-HTTP endpoint at `url`."""
+    or the streamable-HTTP endpoint at `url`, each request carrying `headers` (the
+    operator's credentials for that server, ``--upstream-header``; nothing of a client's)."""
     if command:
         async with server_process(command, environment=server_environment(os.environ)) as end:
             yield end
     elif url:
-        headers = HttpHeaders()
-        async with streamable_http_client(url) as (read, write):
-            yield StreamEnd(read, write, metadata=headers.metadata, observe=headers.observe)
+        protocol = HttpHeaders()
+        async with (
+            create_mcp_http_client(headers=dict(headers or {})) as http_client,
+            streamable_http_client(url, http_client=http_client) as (read, write),
+        ):
+            yield StreamEnd(read, write, metadata=protocol.metadata, observe=protocol.observe)
     else:
         raise ValueError("give the wrapped server's command or URL")
 

@@ -155,13 +155,18 @@ class AsyncGuard:
 
     # --- declaring --------------------------------------------------------------------
 
-    async def declare(self, plan: object) -> DeclaredPlan:
+    async def declare(
+        self, plan: object, *, approval_wait_seconds: float | None = None
+    ) -> DeclaredPlan:
         """`Guard.declare`, awaited: the request and any wait for a person's approval (up to
         `approval_wait_seconds`) run off the event loop; raises as `Guard.declare` does.
         The declaration is in flight (`decide` waits for it) from this call on, before the
         worker thread starts."""
+        declare = functools.partial(
+            self._guard.declare, approval_wait_seconds=approval_wait_seconds
+        )
         with self._guard.declaring():
-            return await self._off_loop(self._guard.declare, plan)
+            return await self._off_loop(declare, plan)
 
     async def delegate(
         self,
@@ -197,11 +202,16 @@ class AsyncGuard:
             raise
         return guard
 
-    async def handle_declare_plan(self, arguments: object) -> dict[str, Any]:
+    async def handle_declare_plan(
+        self, arguments: object, *, approval_wait_seconds: float | None = None
+    ) -> dict[str, Any]:
         """`Guard.handle_declare_plan`, awaited: the ``declare_plan`` tool result for the
         model (a refused plan is explained in it, never raised)."""
+        handle = functools.partial(
+            self._guard.handle_declare_plan, approval_wait_seconds=approval_wait_seconds
+        )
         with self._guard.declaring():
-            return await self._off_loop(self._guard.handle_declare_plan, arguments)
+            return await self._off_loop(handle, arguments)
 
     def declaring(self) -> AbstractContextManager[None]:
         """`Guard.declaring`: mark a declaration in flight (an adapter that sees the model's

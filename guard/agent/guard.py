@@ -308,12 +308,14 @@ class Guard:
 
     # --- declaring --------------------------------------------------------------------
 
-    def declare(self, plan: object) -> DeclaredPlan:
+    def declare(self, plan: object, *, approval_wait_seconds: float | None = None) -> DeclaredPlan:
         """Declare `plan` (a plan document) and hold its verified intent token.
 
         A plan a policy's ``review`` rule sends to a person is stored by the control plane
         without a token: the guard shows its steps as ``_awaiting_approval`` and waits for
-        the decision up to `approval_wait_seconds`; every call meanwhile gets
+        the decision up to `approval_wait_seconds` (this call's, else the guard's: 0 returns
+        at once with ``approval_pending``, for a framework that pauses its run in its own
+        way while the person decides); every call meanwhile gets
         ``approval_pending``. Declaring the same plan again while it waits picks the wait up
         again (as `poll_approval` does) rather than asking anew.
 
@@ -326,10 +328,11 @@ class Guard:
         ``approval_pending``, ``approval_denied`` (with the approver's reason) or
         ``approval_expired``.
         """
+        wait = self._approval_wait if approval_wait_seconds is None else approval_wait_seconds
         with self._in_flight.declaring():
-            return self._declare(plan)
+            return self._declare(plan, max(0.0, wait))
 
-    def _declare(self, plan: object) -> DeclaredPlan:
+    def _declare(self, plan: object, approval_wait: float) -> DeclaredPlan:
         if self._closed:
             raise GuardError(GUARD_CLOSED, "the guard is closed")
         if self._delegated:
@@ -362,10 +365,8 @@ class Guard:
                     return self._install(body, document, document_hash, None)
                 awaiting = self._start_awaiting(body, document, document_hash)
                 # Just stored: with no wait allowed, there is nothing to ask yet.
-                return self._await_decision(
-                    awaiting, self._approval_wait, ask=self._approval_wait > 0
-                )
-            return self._await_decision(awaiting, self._approval_wait)
+                return self._await_decision(awaiting, approval_wait, ask=approval_wait > 0)
+            return self._await_decision(awaiting, approval_wait)
 
     def poll_approval(self, wait_seconds: float = 0.0) -> DeclaredPlan:
         """Ask again about the plan awaiting approval (waiting up to `wait_seconds`): the
@@ -711,14 +712,19 @@ class Guard:
     def _awaiting_approval(self) -> bool:
         return self._awaiting is not None
 
-    def handle_declare_plan(self, arguments: object) -> dict[str, Any]:
+    def handle_declare_plan(
+        self, arguments: object, *, approval_wait_seconds: float | None = None
+    ) -> dict[str, Any]:
         """Run the model's ``declare_plan`` tool call; returns the tool result to give back
         to the model (never raises for a refused plan: the result explains the refusal).
 
         `arguments` is the call's arguments: the plan object, or its JSON text as
-        OpenAI-style APIs deliver it.
+        OpenAI-style APIs deliver it. `approval_wait_seconds` as for `declare`.
         """
-        return declare_plan_result(self.declare, arguments)
+        return declare_plan_result(
+            functools.partial(self.declare, approval_wait_seconds=approval_wait_seconds),
+            arguments,
+        )
 
     # --- deciding ---------------------------------------------------------------------
 

@@ -53,8 +53,8 @@ class AsyncFacade:
         return self.runner.run(coroutine)
 
     # The awaited methods.
-    def declare(self, plan: object) -> Any:
-        return self.run(self.guard.declare(plan))
+    def declare(self, plan: object, **options: Any) -> Any:
+        return self.run(self.guard.declare(plan, **options))
 
     def delegate(
         self, plan: object, to: str | None = None, ttl: int | None = None, **options: Any
@@ -64,8 +64,8 @@ class AsyncFacade:
     def adopt(self, delegation: Any) -> Any:
         return self.run(self.guard.adopt(delegation))
 
-    def handle_declare_plan(self, arguments: object) -> dict[str, Any]:
-        return self.run(self.guard.handle_declare_plan(arguments))
+    def handle_declare_plan(self, arguments: object, **options: Any) -> dict[str, Any]:
+        return self.run(self.guard.handle_declare_plan(arguments, **options))
 
     def poll_approval(self, wait_seconds: float = 0.0) -> Any:
         return self.run(self.guard.poll_approval(wait_seconds))

@@ -154,6 +154,23 @@ def test_nobody_decides_within_the_bound_then_a_later_declaration_picks_it_up(
     assert sleeper.waits == []
 
 
+def test_one_declaration_may_return_at_once_while_the_guard_waits_by_default(
+    make_any_guard, review_policy, approver
+):
+    sleeper = DecidingSleeper(lambda: None, on=0)
+    guard = make_any_guard(approval_sleep=sleeper)  # the guard's own wait: 300 s
+
+    answer = guard.handle_declare_plan(reviewed_plan(), approval_wait_seconds=0)
+
+    # A framework that pauses its run itself asks for no wait: nothing was slept.
+    assert answer["code"] == "approval_pending"
+    assert f"/{only_plan().pk}/" in answer["approvalUrl"]
+    assert sleeper.waits == []
+    plan_approval_decide(plan=only_plan(), by_user=approver, approve=True)
+
+    assert guard.declare(reviewed_plan(), approval_wait_seconds=0).approved_by == approver.email
+
+
 def test_the_guard_waits_in_a_thread_while_a_person_approves_through_the_service(
     live_any_guard, review_policy, approver
 ):

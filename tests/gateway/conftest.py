@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,3 +107,54 @@ def http_upstream() -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def wait_for_http(url: str, process: subprocess.Popen, what: str) -> None:
+    """Waits until `url` answers HTTP at all (any status)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(0.05)
+
+
+@contextmanager
+def http_gateway(
+    control_plane: ControlPlane, *arguments: str, environment: dict[str, str] | None = None
+) -> Iterator[str]:
+    """``plangate-mcp serve`` on a free port with `arguments` (options, then the wrapped
+    server); its endpoint's URL. The gateway's own PLANGATE_API_KEY is the agent's."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "guard.gateway",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--url",
+            control_plane.url,
+            "--issuer",
+            control_plane.issuer,
+            *arguments,
+        ],
+        env={**gateway_environment(control_plane.agent.api_key), **(environment or {})},
+        cwd=str(ROOT),
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        wait_for_http(url, process, "the HTTP gateway")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

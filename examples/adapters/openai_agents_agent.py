@@ -167,10 +167,7 @@ async def main() -> int:
     )
 
     # --8<-- [start:agent]
-    # approval_wait_seconds=0: a plan sent to a person pauses the run at once.
-    async with AsyncGuard(
-        url, api_key, issuer=os.environ.get("PLANGATE_ISSUER", url), approval_wait_seconds=0
-    ) as guard:
+    async with AsyncGuard(url, api_key, issuer=os.environ.get("PLANGATE_ISSUER", url)) as guard:
         agent = Agent(
             name="triage",
             instructions=f"You act for {member}. Declare your plan first, then use the tools.",

@@ -4,7 +4,7 @@
     from guard import AsyncGuard
     from guard.adapters.openai_agents import plan_approval, plangate_tools
 
-    async with AsyncGuard(url, api_key, approval_wait_seconds=0) as guard:
+    async with AsyncGuard(url, api_key) as guard:
         agent = Agent(name="triage", tools=plangate_tools(guard, [list_issues, get_issue]))
         result = await Runner.run(agent, "Summarise the open issues of acme/app")
 
@@ -47,9 +47,8 @@ person, the run pauses the SDK's way: ``RunResult.interruptions`` holds the
 plan id and approval URL (``approvalUrl``) to show the person; `wait_for_plan_decision`
 waits for their decision. Then ``state.approve(item)`` and ``Runner.run(agent, state)``
 resume the run: the ``declare_plan`` call collects the decision, and the model gets the
-declared plan (or the approver's reason, as a refusal). Build the guard with
-``approval_wait_seconds=0`` to pause at once; with a wait, the guard waits that long
-first and the run pauses only if no one decided meanwhile. Resume in the same process,
+declared plan (or the approver's reason, as a refusal). The run pauses at once: the
+declaration asks the guard for no wait of its own. Resume in the same process,
 with the same guard: the interruption is the SDK's, the plan awaiting approval is the
 guard's. A call the model sent in the same turn as such a declaration gets
 ``approval_pending``. ``pause_for_approval=False`` keeps the plain tool result instead
@@ -64,6 +63,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -129,10 +129,17 @@ async def _decide(guard: AnyGuard, tool: str, args: dict[str, Any]) -> CallDecis
     return guard.check(tool, args, wait=False)
 
 
-async def _declare(guard: AnyGuard, arguments: object) -> dict[str, Any]:
+async def _declare(
+    guard: AnyGuard, arguments: object, approval_wait_seconds: float | None = None
+) -> dict[str, Any]:
     if isinstance(guard, AsyncGuard):
-        return await guard.handle_declare_plan(arguments)
-    return await asyncio.to_thread(guard.handle_declare_plan, arguments)
+        return await guard.handle_declare_plan(
+            arguments, approval_wait_seconds=approval_wait_seconds
+        )
+    return await asyncio.to_thread(
+        functools.partial(guard.handle_declare_plan, approval_wait_seconds=approval_wait_seconds),
+        arguments,
+    )
 
 
 async def _collect_decision(
@@ -189,8 +196,10 @@ def declare_plan_tool(guard: AnyGuard, *, pause_for_approval: bool = True) -> De
         context: RunContextWrapper[Any], arguments: dict[str, Any], call_id: str
     ) -> bool:
         # Entered in the task's first step, before the turn's other calls reach their tools.
+        # Pausing: no wait for the person here, the run pauses instead.
+        wait = 0.0 if pause_for_approval else None
         with guard.declaring():
-            answer = await _declare(guard, arguments)
+            answer = await _declare(guard, arguments, wait)
         answers[call_id] = answer
         paused.discard(call_id)  # a call id an abandoned run paused on, sent again
         if pause_for_approval and answer.get("code") == APPROVAL_PENDING:

@@ -104,8 +104,8 @@ GuardFactory = Callable[[], Guard | AsyncGuard]
 
 @pytest.fixture(params=["sync", "async"])
 def make_guard(request, live_server, agent) -> Iterator[GuardFactory]:
-    """A `Guard` or an `AsyncGuard` against the live server; a plan a person must approve
-    pauses the run at once (``approval_wait_seconds=0``)."""
+    """A `Guard` or an `AsyncGuard` against the live server, with the guard's own wait for
+    approval (300 s): a plan a person must approve still pauses the run at once."""
     guards: list[Guard | AsyncGuard] = []
     kind = Guard if request.param == "sync" else AsyncGuard
 
@@ -114,7 +114,6 @@ def make_guard(request, live_server, agent) -> Iterator[GuardFactory]:
             live_server.url,
             agent.api_key,
             issuer=settings.PLANGATE_ISSUER,
-            approval_wait_seconds=0,
             report=False,
         )
         guards.append(guard)

@@ -63,6 +63,8 @@ class GuardStatus:
     token's signing key left the JWKS and no refresh has succeeded yet: calls get
     ``token_invalid``) or ``blocked`` (`blocked` then holds the decision code every call
     gets).
+    `approval_url` is the page where a person decides on a plan awaiting approval (None
+    when the control plane named none, or no plan awaits approval).
     `required_pending` lists the indexes (from 0) of the required steps that have not run
     yet: not called, or every call of them failed (the tool raised); `complete` is true
     once every required step has run.
@@ -80,6 +82,8 @@ class GuardStatus:
     refresh_error: str | None = None
     reporter: ReporterStats | None = None
     review: tuple[dict[str, Any], ...] = ()
+    # Where a person decides on a plan awaiting approval, when the control plane said.
+    approval_url: str | None = None
 
 
 def _steps(
@@ -128,6 +132,7 @@ def awaiting_status(
         complete=False,
         reporter=reporter,
         review=tuple(awaiting.review),
+        approval_url=awaiting.approval_url,
     )
 
 

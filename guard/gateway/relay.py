@@ -6,8 +6,9 @@ types, with the line each came as), not through a server object: whatever the tw
 to each other (resources, prompts, completion, logging, progress, cancellation, sampling,
 elicitation, roots, list-changed notifications, methods of protocol versions to come)
 passes as it was sent, byte for byte where both ends speak stdio, ids included. The gateway
-never sends a request of its own to either end, so ids cannot collide; it only answers some
-of the client's requests itself (see `guard.gateway`).
+answers some of the client's requests itself (see `guard.gateway`), and sends the client one
+request of its own, a URL-mode ``elicitation/create`` pointing at a plan's approval page,
+under string ids of its own namespace whose answers it consumes (guard.gateway.approvals).
 
 The event loop never waits for the network on the guard's behalf: `check` and `completed`
 are in-memory, and a declaration runs in a worker thread.
@@ -36,7 +37,16 @@ from mcp_types import (
 )
 
 from guard.agent.session import CallDecision
+from guard.agent.status import GuardStatus
 from guard.agent.tools import DECLARE_PLAN_TOOL
+from guard.gateway.approvals import (
+    ELICIT,
+    INPUT_REQUIRED,
+    ApprovalPrompts,
+    Declaration,
+    Prompt,
+    call_denial,
+)
 from guard.gateway.results import (
     blocked_call_result,
     call_completed,
@@ -71,6 +81,8 @@ class CallGuard(Protocol):
     def failed(self, decision: CallDecision) -> None: ...
 
     def handle_declare_plan(self, arguments: object) -> dict[str, Any]: ...
+
+    def status(self) -> GuardStatus: ...
 
 
 @dataclass(slots=True)
@@ -114,6 +126,7 @@ class Relay:
         self._forwarded: dict[RequestId, _Forwarded] = {}
         self._failure: str | None = None
         self._tasks: TaskGroup | None = None
+        self._approvals = ApprovalPrompts()
 
     async def run(self) -> str | None:
         async with anyio.create_task_group() as tasks:
@@ -137,13 +150,15 @@ class Relay:
                     continue
                 if isinstance(item.message, JSONRPCRequest):
                     await self._client_request(item, item.message, tasks)
-                else:
+                elif not self._approvals.consumes(item.message):
                     await self._to_upstream(item)
         except _GONE:
             pass  # the client went away: the connection is over
 
     async def _client_request(self, wire: Wire, request: JSONRPCRequest, tasks: TaskGroup) -> None:
         params = request.params or {}
+        if request.method == "initialize":
+            self._approvals.initialized(params)
         if request.method != "tools/call":
             self._forwarded[request.id] = _Forwarded(
                 request.method,
@@ -156,11 +171,16 @@ class Relay:
         arguments = params.get("arguments")
         if arguments is None:
             arguments = {}
-        if name == DECLARE_PLAN_TOOL:
+        resumed = self._approvals.resumed(params) if name == DECLARE_PLAN_TOOL else None
+        if resumed is not None:
+            # A 2026-07-28 retry after the approval page: the declaration's own answer.
+            tasks.start_soon(self._declared, request.id, resumed, modern)
+        elif name == DECLARE_PLAN_TOOL:
             # In flight from now: the calls read after it wait for it (guard.agent.declaring).
             in_flight = self._guard.declaring()
             in_flight.__enter__()
-            tasks.start_soon(self._declare, request.id, arguments, modern, in_flight)
+            prompt = self._approvals.prompt(params, modern=modern)
+            tasks.start_soon(self._declare, request.id, arguments, modern, in_flight, prompt)
         elif self._guard.declaration_in_flight:
             # Sent in the same turn as a declaration: decided once that is answered.
             tasks.start_soon(
@@ -177,7 +197,10 @@ class Relay:
         # object, are ``invalid_arguments``.
         decision = self._guard.check(name, arguments, wait=False)  # type: ignore[arg-type]
         if not decision.allowed:
-            await self._answer(request_id, blocked_call_result(decision, modern=modern))
+            denial = call_denial(self._guard, decision, name, arguments)
+            await self._answer(
+                request_id, blocked_call_result(decision, modern=modern, denial=denial)
+            )
             return
         self._forwarded[request_id] = _Forwarded("tools/call", decision=decision)
         await self._to_upstream(wire)
@@ -196,18 +219,61 @@ class Relay:
         arguments: object,
         modern: bool,
         in_flight: AbstractContextManager[None],
+        prompt: Prompt | None = None,
     ) -> None:
         """Declares the model's plan in a worker thread: the control plane's answer, and a
         person's approval, may take a while, and the relay goes on meanwhile (calls get
         ``approval_pending`` while a plan waits for approval). Cancelled with the
-        connection, the thread is abandoned; closing the guard then cuts its wait short."""
+        connection, the thread is abandoned; closing the guard then cuts its wait short.
+        A client that can open a page (`prompt`) is pointed at the approval page as soon
+        as the plan awaits approval (guard.gateway.approvals)."""
+        declaration = Declaration()
+        async with anyio.create_task_group() as declaring:
+            declaring.start_soon(self._run_declaration, arguments, in_flight, declaration)
+            url = await self._approval_url(declaration) if prompt is not None else None
+            if url is not None and prompt == INPUT_REQUIRED:
+                # The client retries once its user was there (`resumed`); the declaration
+                # goes on meanwhile.
+                await self._answer(request_id, self._approvals.input_required(url, declaration))
+                return
+            if url is not None and prompt == ELICIT:
+                request, elicitation_id = self._approvals.elicitation(url)
+                await self._to_client(Wire(request))
+                await declaration.done.wait()
+                await self._to_client(Wire(self._approvals.completed(elicitation_id)))
+            await self._declared(request_id, declaration, modern)
+
+    async def _run_declaration(
+        self, arguments: object, in_flight: AbstractContextManager[None], declaration: Declaration
+    ) -> None:
         try:
             declared = await anyio.to_thread.run_sync(
                 self._guard.handle_declare_plan, arguments, abandon_on_cancel=True
             )
         finally:
             in_flight.__exit__(None, None, None)
-        await self._answer(request_id, declare_plan_call_result(declared, modern=modern))
+        declaration.finish(declared)
+
+    async def _declared(
+        self, request_id: RequestId, declaration: Declaration, modern: bool
+    ) -> None:
+        """Answers a ``declare_plan`` call with its declaration's answer, once it returned."""
+        await declaration.done.wait()
+        await self._answer(request_id, declare_plan_call_result(declaration.answer, modern=modern))
+
+    async def _approval_url(self, declaration: Declaration) -> str | None:
+        """The approval page of the plan being declared, as soon as it awaits a person's
+        approval; None once the declaration returned without (or with no page named)."""
+        while not declaration.done.is_set():
+            settled = await anyio.to_thread.run_sync(
+                self._guard.wait_for_declaration, abandon_on_cancel=True
+            )
+            status = self._guard.status()
+            if status.state == "awaiting_approval":
+                return status.approval_url
+            if settled:  # nothing awaits approval: the declaration is returning
+                await declaration.done.wait()
+        return None
 
     async def _to_upstream(self, wire: Wire) -> None:
         try:

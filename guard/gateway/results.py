@@ -3,7 +3,10 @@
 A blocked call and a refused declaration are tool errors (``isError: true``) whose text
 starts with the code (``no_plan: ...``), so a model, a person reading a transcript and a
 client's code all find it in the same place; ``_meta["plangate/decision"]`` carries the
-code, the step (``stepIndex`` from 0, ``stepNumber`` from 1) and the rule for code. A
+code, the step (``stepIndex`` from 0, ``stepNumber`` from 1) and the rule for code, and
+``_meta["io.modelcontextprotocol/authorization"]`` the SEP-2643 structured denial
+(`guard.agent.outcomes.authorization_denial`: its remediation, and the plan step or the
+approval page that would admit the call). A
 tool error rather than a JSON-RPC error: the model sees tool errors and can correct itself
 (declare a plan, change an argument), while a JSON-RPC error is the client's to handle and
 the model may never see it.
@@ -14,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from guard.agent.outcomes import blocked_text, declare_plan_outcome
+from guard.agent.outcomes import AUTHORIZATION_META_KEY, blocked_text, declare_plan_outcome
 from guard.agent.session import CallDecision
 from guard.agent.tools import DECLARE_PLAN_TOOL, mcp_tool
 
@@ -48,8 +51,11 @@ def tools_with_declare_plan(result: Mapping[str, Any]) -> tuple[dict[str, Any], 
     return {**result, "tools": [mcp_tool(), *kept]}, len(kept) != len(upstream_tools)
 
 
-def blocked_call_result(decision: CallDecision, *, modern: bool) -> dict[str, Any]:
-    """The tool error for a call the guard did not allow."""
+def blocked_call_result(
+    decision: CallDecision, *, modern: bool, denial: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The tool error for a call the guard did not allow; `denial` is its SEP-2643 envelope
+    (`guard.agent.outcomes.authorization_denial`), put in ``_meta`` beside the decision."""
     result: dict[str, Any] = {
         "content": [{"type": "text", "text": blocked_text(decision)}],
         "isError": True,
@@ -65,6 +71,8 @@ def blocked_call_result(decision: CallDecision, *, modern: bool) -> dict[str, An
             }
         },
     }
+    if denial is not None:
+        result["_meta"][AUTHORIZATION_META_KEY] = dict(denial)
     return {**result, **_COMPLETE} if modern else result
 
 

@@ -65,15 +65,16 @@ def test_every_call_before_a_plan_is_blocked_with_no_plan(control_plane):
     for result in results:
         assert result.is_error is True
         assert text(result).startswith("no_plan: ")
-        assert result.meta == {
-            "plangate/decision": {
-                "code": "no_plan",
-                "step": None,
-                "stepIndex": None,
-                "stepNumber": None,
-                "rule": None,
-            }
+        assert result.meta is not None
+        assert result.meta["plangate/decision"] == {
+            "code": "no_plan",
+            "step": None,
+            "stepIndex": None,
+            "stepNumber": None,
+            "rule": None,
         }
+        # beside it, the SEP-2643 envelope (tests/gateway/test_gateway_denials.py)
+        assert result.meta["io.modelcontextprotocol/authorization"]["code"] == "no_plan"
     assert not Plan.objects.exists()
 
 

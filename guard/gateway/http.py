@@ -48,9 +48,14 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PARAM_HEADER_PREFIX,
     MCP_PROTOCOL_VERSION_HEADER,
+    NAME_BEARING_METHODS,
     InboundLadderRejection,
     classify_inbound_request,
+    encode_header_value,
     find_duplicated_routing_header,
     validate_mcp_param_headers,
 )
@@ -60,6 +65,7 @@ from mcp_types import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
+    PROTOCOL_VERSION_META_KEY,
     JSONRPCError,
     JSONRPCRequest,
     JSONRPCResponse,
@@ -326,8 +332,11 @@ class _SharedUpstream:
         for event, _ in unanswered.values():
             event.set()
 
-    async def request(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """`body` sent upstream; the answer as a JSON object, with `body`'s id."""
+    async def request(
+        self, body: Mapping[str, Any], params: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """`body` sent upstream; the answer as a JSON object, with `body`'s id. (`params`,
+        the ``Mcp-Param-*`` headers, have no place on a pipe.)"""
         client_id = body.get("id")
         if self.failure is not None:
             return _error_body(client_id, CONNECTION_CLOSED, f"plangate-mcp: {self.failure}")
@@ -353,6 +362,72 @@ class _SharedUpstream:
         return answer
 
 
+class _HttpUpstream:
+    """A streamable-HTTP upstream for stateless requests: each request one POST of its
+    own, with the 2026-07-28 routing headers made from the body (and the client's
+    ``Mcp-Param-*`` headers, which the gateway checked against it), plus the operator's
+    ``--upstream-header`` headers; nothing else of the client's."""
+
+    def __init__(self, url: str, headers: Mapping[str, str]) -> None:
+        self._url = url
+        self._http = httpx.AsyncClient(
+            headers={
+                **headers,
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+            },
+            timeout=httpx.Timeout(30.0, read=300.0),
+        )
+        self.failure: str | None = None
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def request(
+        self, body: Mapping[str, Any], params: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        request_id = body.get("id")
+        method = body.get("method")
+        headers = dict(params or {})
+        raw_params = body.get("params")
+        arguments = raw_params if isinstance(raw_params, dict) else {}
+        meta = arguments.get("_meta")
+        version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+        if isinstance(version, str):
+            headers[MCP_PROTOCOL_VERSION_HEADER] = version
+        if isinstance(method, str):
+            headers[MCP_METHOD_HEADER] = method
+            name_key = NAME_BEARING_METHODS.get(method)
+            name = arguments.get(name_key) if name_key is not None else None
+            if isinstance(name, str):
+                headers[MCP_NAME_HEADER] = encode_header_value(name)
+        try:
+            response = await self._http.post(
+                self._url, content=json.dumps(body, separators=(",", ":")), headers=headers
+            )
+        except httpx.HTTPError as error:
+            return _error_body(request_id, CONNECTION_CLOSED, f"plangate-mcp: upstream: {error}")
+        content_type = response.headers.get("content-type", "")
+        try:
+            if content_type.startswith("text/event-stream"):
+                for line in response.text.splitlines():
+                    if line.startswith("data:"):
+                        message = json.loads(line[5:])
+                        if isinstance(message, dict) and message.get("id") == request_id:
+                            return message
+            else:
+                message = response.json()
+                if isinstance(message, dict) and ("result" in message or "error" in message):
+                    return message
+        except ValueError:
+            pass
+        return _error_body(
+            request_id,
+            INTERNAL_ERROR,
+            f"plangate-mcp: the upstream answered HTTP {response.status_code} without an answer",
+        )
+
+
 class HttpGateway:
     """The ASGI application: ``/mcp``, both protocol revisions, every client authenticated."""
 
@@ -365,7 +440,7 @@ class HttpGateway:
         self._sessions: dict[str, _Session] = {}
         self._plans = _Plans(options.max_plans, options.plan_idle_seconds, self._close_later)
         self._tasks: TaskGroup | None = None
-        self._shared: _SharedUpstream | None = None
+        self._shared: _SharedUpstream | _HttpUpstream | None = None
         self._shared_lock = anyio.Lock()
         self._schemas: dict[str, Any] = {}  # upstream tools' input schemas, by name
         self._closing: list[Guard] = []
@@ -521,8 +596,14 @@ class HttpGateway:
 
     # --- 2026-07-28 -------------------------------------------------------------------
 
-    async def _shared_upstream(self) -> _SharedUpstream:
+    async def _shared_upstream(self) -> _SharedUpstream | _HttpUpstream:
+        if self._shared is not None and self._shared.failure is None:
+            return self._shared
         async with self._shared_lock:
+            if self._shared is None and self.options.upstream_url:
+                upstream = _HttpUpstream(self.options.upstream_url, self.options.upstream_headers)
+                self._stack.push_async_callback(upstream.aclose)
+                self._shared = upstream
             if self._shared is None or self._shared.failure is not None:
                 end = await self._stack.enter_async_context(
                     open_upstream(
@@ -658,7 +739,10 @@ class HttpGateway:
                 "id": body["id"],
                 "result": blocked_call_result(decision, modern=True),
             }
-        answer = await upstream.request(body)
+        # The client's Mcp-Param-* headers, checked against the body above, go with it.
+        prefix = MCP_PARAM_HEADER_PREFIX.lower()
+        params_headers = {name: value for name, value in headers.items() if name.startswith(prefix)}
+        answer = await upstream.request(body, params_headers)
         result = answer.get("result")
         if "error" in answer or call_failed(result):
             guard.failed(decision)
@@ -695,7 +779,7 @@ class HttpGateway:
                 self._schemas[tool["name"]] = tool.get("inputSchema")
 
     async def _input_schema(
-        self, upstream: _SharedUpstream, name: object, body: Mapping[str, Any]
+        self, upstream: _SharedUpstream | _HttpUpstream, name: object, body: Mapping[str, Any]
     ) -> Any:
         """The upstream tool's input schema (for its ``Mcp-Param-*`` headers): from the
         tool lists seen, else listed now."""

@@ -114,6 +114,11 @@ def declare_plan_result(
 
     `arguments` is the call's arguments: the plan object, or its JSON text as OpenAI-style
     APIs deliver it.
+
+    What the model is shown is `guard.agent.outcomes.declare_plan_outcome` of this answer,
+    through every door alike (the MCP gateway's ``declare_plan_call_result``, each
+    framework adapter): the answer as JSON, and for a plan not declared, a tool *error*
+    whose text starts with ``"{code}: {detail}"``.
     """
     if isinstance(arguments, str | bytes):
         try:

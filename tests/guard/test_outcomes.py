@@ -11,15 +11,19 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from guard.agent.errors import GuardError
 from guard.agent.outcomes import (
     PLAN_STEP_HINT,
     admitting_step,
     authorization_context_id,
     authorization_denial,
     blocked_text,
+    declare_plan_outcome,
 )
 from guard.agent.session import NO_PLAN, CallDecision
+from guard.agent.tools import declare_plan_result
 from guard.decisions import Decision
+from guard.gateway.results import declare_plan_call_result
 from guard.offline import call_decide, simulated_token
 from guard.plan import validate_plan
 from guard.policy import validate_policy
@@ -226,3 +230,18 @@ def test_a_closed_step_is_answered_with_a_step_taking_the_argument():
     decisions = call_decide(token_for(plan), [("echo", {"text": "hi", "loud": True})])
     assert decisions[0].code is Decision.UNEXPECTED_ARGUMENT
     admits(plan, "echo", {"text": "hi", "loud": True}, 1, holds)
+
+
+def test_a_refused_declaration_reads_the_same_through_the_library_and_the_gateway():
+    def refuse(plan: object) -> Any:
+        raise GuardError("policy_denied", "step 1 (delete_repo) is denied by the policy")
+
+    answer = declare_plan_result(refuse, {"version": 1})
+    text, refused = declare_plan_outcome(answer)
+    result = declare_plan_call_result(answer, modern=False)
+
+    assert refused is True
+    assert text.startswith("policy_denied: step 1 (delete_repo) is denied by the policy\n")
+    assert result["isError"] is True
+    assert result["content"] == [{"type": "text", "text": text}]
+    assert result["structuredContent"] == answer

@@ -73,8 +73,10 @@ from mcp_types import (
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from guard.agent.guard import Guard
+from guard.agent.outcomes import authorization_denial
 from guard.agent.session import NO_PLAN, CallDecision
 from guard.agent.tools import DECLARE_PLAN_TOOL, mcp_tool
+from guard.gateway.approvals import call_denial
 from guard.gateway.relay import Relay
 from guard.gateway.results import (
     blocked_call_result,
@@ -734,10 +736,16 @@ class HttpGateway:
             guard.check(name, arguments, wait=False) if guard is not None else NO_PLAN  # type: ignore[arg-type]
         )
         if not decision.allowed or guard is None:
+            # The same SEP-2643 envelope as the relay's (guard.gateway.approvals).
+            denial = (
+                call_denial(guard, decision, name, arguments)
+                if guard is not None
+                else authorization_denial(decision, tool=name, arguments=arguments)
+            )
             return {
                 "jsonrpc": "2.0",
                 "id": body["id"],
-                "result": blocked_call_result(decision, modern=True),
+                "result": blocked_call_result(decision, modern=True, denial=denial),
             }
         # The client's Mcp-Param-* headers, checked against the body above, go with it.
         prefix = MCP_PARAM_HEADER_PREFIX.lower()

@@ -80,6 +80,8 @@ def test_a_client_lists_declares_and_is_decided_in_both_revisions(control_plane,
     assert seen["allowed"].structured_content == {"text": "hello"}
     assert text(seen["blocked"]).startswith("not_in_plan: ")
     assert text(seen["outside"]).startswith("not_in_plan: ")
+    # The structured denial, the same in both revisions.
+    assert "io.modelcontextprotocol/authorization" in seen["blocked"].meta
     if mode == MODERN:
         # The list is the gateway's (declare_plan joined it): one client's to cache.
         assert seen["cache_scope"] == "private"
@@ -117,10 +119,17 @@ def test_two_clients_at_once_each_have_their_own_plan(control_plane, mode):
     async def scenario() -> dict[str, CallToolResult]:
         results: dict[str, CallToolResult] = {}
         with http_gateway(control_plane, "--", *UPSTREAM_COMMAND) as url:
+            # Both connected at once; one declaration after the other (the live server's
+            # SQLite takes one writer at a time), then both call at once.
+            a_declared, b_declared = anyio.Event(), anyio.Event()
 
             async def run(who: str, plan: dict, allowed: tuple, other: tuple) -> None:
                 async with client(url, key, mode) as mcp:
+                    if who == "b":
+                        await a_declared.wait()
                     declared = await mcp.call_tool(DECLARE_PLAN_TOOL, copy.deepcopy(plan))
+                    (a_declared if who == "a" else b_declared).set()
+                    await b_declared.wait()
                     meta = (
                         {PLAN_META_KEY: declared.structured_content["planId"]}
                         if mode == MODERN

@@ -24,7 +24,9 @@ from guard.plan import validate_plan
 
 __all__ = [
     "AUTHORIZATION_META_KEY",
+    "INSUFFICIENT_AUTHORIZATION",
     "PLAN_STEP_HINT",
+    "URL_HINT",
     "admitting_step",
     "authorization_context_id",
     "authorization_denial",

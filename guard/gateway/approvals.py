@@ -39,7 +39,12 @@ from mcp_types import (
     JSONRPCResponse,
 )
 
-from guard.agent.outcomes import authorization_denial
+from guard.agent.outcomes import (
+    AUTHORIZATION_META_KEY,
+    INSUFFICIENT_AUTHORIZATION,
+    URL_HINT,
+    authorization_denial,
+)
 from guard.agent.session import CallDecision
 from guard.agent.status import GuardStatus
 from guard.decisions import Decision
@@ -140,7 +145,8 @@ class ApprovalPrompts:
 
     def input_required(self, url: str, declaration: Declaration) -> dict[str, Any]:
         """The ``InputRequiredResult`` pointing at `url`; its ``requestState`` names
-        `declaration` for the retry."""
+        `declaration` for the retry, and its ``_meta`` holds SEP-2643's envelope with the
+        page as its ``url`` hint."""
         state = secrets.token_urlsafe(24)
         self._resumable[state] = declaration
         while len(self._resumable) > _MAX_RESUMABLE:
@@ -154,6 +160,14 @@ class ApprovalPrompts:
                 }
             },
             "requestState": state,
+            # SEP-2643's composition with URL elicitation: the same page, as the denial's hint.
+            "_meta": {
+                AUTHORIZATION_META_KEY: {
+                    "reason": INSUFFICIENT_AUTHORIZATION,
+                    "remediation": "available",
+                    "remediationHints": [{"type": URL_HINT, "url": url}],
+                }
+            },
         }
 
     def resumed(self, params: Mapping[str, Any]) -> Declaration | None:

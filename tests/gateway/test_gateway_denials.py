@@ -162,6 +162,10 @@ def test_a_2026_client_is_sent_to_the_approval_page_and_its_retry_gets_the_plan(
     assert request.method == "elicitation/create"
     assert isinstance(request.params, ElicitRequestURLParams)
     assert request.params.url == approval_queue_url(Plan.objects.get())
+    assert first.meta is not None
+    assert first.meta[AUTHORIZATION_META_KEY]["remediationHints"] == [
+        {"type": "url", "url": request.params.url}
+    ]
     assert declared.is_error is False
     assert declared.structured_content is not None
     assert declared.structured_content["ok"] is True

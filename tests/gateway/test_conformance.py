@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 from collections import Counter
@@ -305,3 +306,45 @@ def test_the_client_scenarios_pass_through_the_gateway_as_without_it(
     assert_holds_up(direct, gateway)
     # The declarations went through the control plane: one plan per scenario that lists tools.
     assert Plan.objects.filter(agent=conformance_plane.agent.agent).count() == 3
+
+
+def test_the_gateways_http_side_passes_every_check_the_bare_server_passes(
+    suite, bare_results, conformance_plane, tmp_path
+):
+    """`plangate-mcp serve` wrapping server-everything over stdio, in its operator-key mode
+    (the suite's client holds a key the operator issued for the gateway; the gateway
+    declares with the agent's), each of the suite's sessions given its plan by the shim;
+    against the bare server's own HTTP side."""
+    port = free_port()
+    operator_key = secrets.token_urlsafe(32)
+    gateway = [
+        *(sys.executable, "-m", "guard.gateway", "serve", "--listen", f"127.0.0.1:{port}"),
+        *("--url", conformance_plane.url, "--issuer", conformance_plane.issuer),
+        *("--", suite.node, suite.everything, "stdio"),
+    ]
+    declarations = tmp_path / "declarations.jsonl"
+    with (
+        serving(
+            gateway,
+            f"http://127.0.0.1:{port}/mcp",
+            tmp_path / "gateway.log",
+            PYTHONPATH=str(ROOT),
+            PLANGATE_API_KEY=conformance_plane.agent.api_key,
+            PLANGATE_GATEWAY_CLIENT_KEYS=operator_key,
+        ) as gateway_url,
+        proxy(gateway_url, operator_key, declarations, tmp_path / "proxy.log") as url,
+    ):
+        results = run_server_scenarios(suite, url, tmp_path)
+
+    answers = [json.loads(line)["answer"] for line in declarations.read_text().splitlines()]
+    assert len(answers) >= len(results) - 1  # every session; the DNS-rebinding probe has none
+    for answer in answers:
+        (content,) = answer["result"]["content"]
+        assert json.loads(content["text"])["ok"] is True, answer
+    assert_holds_up(bare_results, results)
+    # The tools/call results the bare server gave, the gateway gave unchanged: the calls
+    # reached the server under the plan, not blocked by the gateway.
+    for scenario, checks in bare_results.items():
+        assert tool_results(results[scenario]) == tool_results(checks), scenario
+    plans = Plan.objects.filter(agent=conformance_plane.agent.agent)
+    assert plans.count() == len(answers)

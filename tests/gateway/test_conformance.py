@@ -289,8 +289,9 @@ def assert_holds_up(bare: Results, gateway: Results) -> None:
 def test_the_client_scenarios_pass_through_the_gateway_as_without_it(
     suite, conformance_plane, tmp_path
 ):
-    """The gateway's client side: the SDK's client, straight to each scenario's server and
-    through `plangate-mcp --upstream-url` with a plan declared."""
+    """The gateway's client side: the SDK's client, straight to each scenario's server,
+    and through `plangate-mcp --upstream-url` over stdio and over its HTTP side (`serve`,
+    the client holding the agent's own key), with a plan declared."""
     client = f"{sys.executable} {CLIENT}"
     env = {
         **os.environ,
@@ -300,12 +301,15 @@ def test_the_client_scenarios_pass_through_the_gateway_as_without_it(
         "PLANGATE_API_KEY": conformance_plane.agent.api_key,
     }
     direct = run_client_scenarios(suite, client, tmp_path / "direct", env)
-    gateway = run_client_scenarios(suite, f"{client} --via-gateway", tmp_path / "gateway", env)
+    stdio = run_client_scenarios(suite, f"{client} --via-gateway", tmp_path / "stdio", env)
+    http = run_client_scenarios(suite, f"{client} --via-http-gateway", tmp_path / "http", env)
 
     assert all(passed(checks) for checks in direct.values()), direct
-    assert_holds_up(direct, gateway)
-    # The declarations went through the control plane: one plan per scenario that lists tools.
-    assert Plan.objects.filter(agent=conformance_plane.agent.agent).count() == 3
+    assert_holds_up(direct, stdio)
+    assert_holds_up(direct, http)
+    # The declarations went through the control plane: one plan per scenario that lists
+    # tools (3 of the 4), each way.
+    assert Plan.objects.filter(agent=conformance_plane.agent.agent).count() == 2 * 3
 
 
 def test_the_gateways_http_side_passes_every_check_the_bare_server_passes(

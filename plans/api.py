@@ -57,6 +57,7 @@ from .records import (
     refusal_record,
 )
 from .serializers import (
+    AgentSelfSerializer,
     ApprovalRequestedSerializer,
     DelegatedTokenSerializer,
     EventBatchSerializer,
@@ -340,6 +341,19 @@ class PlanRefreshView(RecordedRefusalsView):
             agent=request_agent(request), plan_id=plan_id, token=body["token"], ttl=body.get("ttl")
         )
         return Response(intent_token_body(issued))
+
+
+class AgentSelfView(AgentAPIView):
+    """Who an API key is: a gateway in front of many clients checks a client's key here
+    before it serves it (guard.gateway.http)."""
+
+    @extend_schema(
+        operation_id="agent_read",
+        summary="The agent the API key belongs to",
+        responses={200: AgentSelfSerializer, **refusals(401, 403)},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(AgentSelfSerializer(request_agent(request)).data)
 
 
 class PlanDetailView(AgentAPIView):

@@ -610,3 +610,15 @@ class PlanDetailSerializer(serializers.Serializer):
     @extend_schema_field(ReservationSerializer(allow_null=True))
     def get_reserved(self, plan: Plan) -> dict[str, Any] | None:
         return plan.reserved if plan.parent_id is not None else None
+
+
+class AgentSelfSerializer(serializers.Serializer):
+    """The agent an API key belongs to, as that key's holder may see it."""
+
+    id = serializers.CharField()
+    name = serializers.CharField()
+    team = serializers.CharField(source="team.slug", help_text="the team's slug")
+    acceptsDelegations = serializers.BooleanField(
+        source="accepts_delegations",
+        help_text="whether other agents of the team may delegate child plans to it",
+    )

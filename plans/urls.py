@@ -3,6 +3,7 @@ from django.urls import path
 from . import api, status_feed, status_list
 
 urlpatterns = [
+    path("agent", api.AgentSelfView.as_view(), name="agent-self"),
     path("plans", api.PlanCreateView.as_view(), name="plan-create"),
     path("plans/<str:plan_id>", api.PlanDetailView.as_view(), name="plan-detail"),
     path("plans/<str:plan_id>/token", api.PlanTokenView.as_view(), name="plan-token"),

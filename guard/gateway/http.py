@@ -59,6 +59,7 @@ from mcp.shared.inbound import (
     find_duplicated_routing_header,
     validate_mcp_param_headers,
 )
+from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
     CONNECTION_CLOSED,
     HEADER_MISMATCH,
@@ -67,8 +68,11 @@ from mcp_types import (
     PARSE_ERROR,
     PROTOCOL_VERSION_META_KEY,
     JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
+    RequestId,
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -250,6 +254,35 @@ async def _status_of(
 class _Session:
     transport: StreamableHTTPServerTransport
     owner: str  # the digest of the credential that opened it
+
+
+class _ProgressStreams:
+    """Which request a server's progress notification belongs to, so that the SDK's
+    transport sends it on that request's response stream (not the session's GET stream):
+    the client's requests name their ``progressToken`` in ``_meta``."""
+
+    def __init__(self) -> None:
+        self._requests: dict[object, RequestId] = {}
+
+    def observe(self, message: JSONRPCMessage) -> None:
+        """A message from the client."""
+        if isinstance(message, JSONRPCRequest) and message.params:
+            meta = message.params.get("_meta")
+            token = meta.get("progressToken") if isinstance(meta, dict) else None
+            if isinstance(token, str | int):
+                self._requests[token] = message.id
+
+    def metadata(self, message: JSONRPCMessage) -> ServerMessageMetadata | None:
+        """A message to the client: a progress notification goes with its request."""
+        if isinstance(message, JSONRPCNotification) and message.method == "notifications/progress":
+            token = (message.params or {}).get("progressToken")
+            request_id = self._requests.get(token) if isinstance(token, str | int) else None
+            if request_id is not None:
+                return ServerMessageMetadata(related_request_id=request_id)
+        elif isinstance(message, JSONRPCResponse | JSONRPCError) and self._requests:
+            for token in [t for t, rid in self._requests.items() if rid == message.id]:
+                del self._requests[token]
+        return None
 
 
 # --- 2026-07-28: plans by id ------------------------------------------------------------
@@ -582,8 +615,12 @@ class HttpGateway:
                         url=self.options.upstream_url,
                         headers=self.options.upstream_headers,
                     ) as upstream:
+                        progress = _ProgressStreams()
+                        end = StreamEnd(
+                            read, write, metadata=progress.metadata, observe=progress.observe
+                        )
                         failure = await Relay(
-                            guard, client=StreamEnd(read, write), upstream=upstream, warn=self._warn
+                            guard, client=end, upstream=upstream, warn=self._warn
                         ).run()
                         if failure is not None:
                             self._warn(f"session {session_id[:8]}: {failure}")

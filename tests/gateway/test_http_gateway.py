@@ -377,3 +377,23 @@ def test_the_stdio_gateway_takes_its_command_without_a_separator(control_plane):
 
     assert tools[0] == DECLARE_PLAN_TOOL
     assert "echo" in tools
+
+
+def test_a_sessions_progress_comes_on_the_calls_own_stream(control_plane):
+    """The test server's ``count`` reports progress: the client gets it for its call."""
+    key = control_plane.agent.api_key
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async def scenario() -> CallToolResult:
+        with http_gateway(control_plane, *UPSTREAM_COMMAND) as url:
+            async with client(url, key, LEGACY) as mcp:
+                await mcp.call_tool(DECLARE_PLAN_TOOL, copy.deepcopy(GATEWAY_PLAN))
+                return await mcp.call_tool("count", {"n": 3}, progress_callback=on_progress)
+
+    result = anyio.run(scenario)
+
+    assert result.is_error is False
+    assert progress == [1, 2, 3]

@@ -186,17 +186,17 @@ class Credentials:
         return credential if known[0] else None
 
     def _accepted_by_control_plane(self, api_key: str) -> bool:
-        """Whether the control plane knows `api_key`: it authenticates a request for a plan
-        that does not exist (404) and refuses one by an unknown key (401/403)."""
+        """Whether the control plane knows `api_key` and its agent is enabled: ``GET
+        /v1/agent`` answers 200 with the key's agent, 401 (unknown key) or 403 (disabled)."""
         try:
             response = httpx.get(
-                f"{self._url}/v1/plans/pln_gateway_key_check",
+                f"{self._url}/v1/agent",
                 headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
                 timeout=10.0,
             )
         except httpx.HTTPError:
             return False
-        return response.status_code not in (401, 403) and response.status_code < 500
+        return response.status_code == 200
 
 
 def _bearer(scope: Mapping[str, Any]) -> str | None:

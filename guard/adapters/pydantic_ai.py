@@ -68,7 +68,7 @@ import asyncio
 import contextlib
 import functools
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -357,7 +357,7 @@ class PlangateToolset(WrapperToolset[Any]):
 
 def plangate_toolset(
     guard: AnyGuard,
-    tools: Iterable[Tool[Any] | Callable[..., Any]] | AbstractToolset[Any] = (),
+    tools: AbstractToolset[Any] | Iterable[Any] = (),  # Tool objects or functions
     *,
     sequential: bool = True,
     pause_for_approval: bool = True,
@@ -366,12 +366,7 @@ def plangate_toolset(
     """A `PlangateToolset` for `guard` around `tools`: plain functions or ``Tool`` objects
     (in a ``FunctionToolset``; a function whose first parameter is a ``RunContext`` gets
     it), or a toolset as it is."""
-    wrapped: AbstractToolset[Any]
-    if isinstance(tools, AbstractToolset):
-        wrapped = tools
-    else:
-        items: Sequence[Tool[Any] | Callable[..., Any]] = list(tools)
-        wrapped = FunctionToolset(items)
+    wrapped = tools if isinstance(tools, AbstractToolset) else FunctionToolset(list(tools))
     return PlangateToolset(
         wrapped,
         guard=guard,

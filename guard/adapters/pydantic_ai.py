@@ -15,7 +15,7 @@ and decides every call of the wrapped toolset before it runs. `plangate_toolset(
 tools)` builds one around a ``FunctionToolset`` of plain functions or ``Tool`` objects.
 It takes a `Guard` or an `AsyncGuard`; a `Guard`'s network calls and waits run in a
 worker thread, so the run's event loop never stops for the control plane (``run``,
-``run_stream``, ``iter`` and ``run_sync`` alike).
+``iter`` and ``run_sync`` alike).
 
 **A call of the wrapped toolset.** Allowed: the tool runs, and its step is completed once
 it returned, or recorded as failed when it raised (``ModelRetry`` and ``ToolFailed``

@@ -387,3 +387,25 @@ def test_the_test_model_calls_every_tool_and_the_run_ends_normally(make_guard):
 
     assert isinstance(result.output, str)
     assert ran == []  # no plan was declared that admits TestModel's generated calls
+
+
+def test_agent_iter_declares_and_decides_the_same_turn(make_guard):
+    guard = make_guard()
+    script = Script(
+        [("declare_plan", PLAN), ("github_list_issues", {"repo": REPO})],
+        [("github_delete_repo", {"repo": REPO})],
+    )
+    agent = Agent(script.model, toolsets=[plangate_toolset(guard, TOOLS)])
+
+    async def iterate() -> Any:
+        async with agent.iter("Summarise the open issues of acme/public-app") as run:
+            async for _node in run:
+                pass
+        return run.result
+
+    result = asyncio.run(iterate())
+
+    assert result is not None and result.output == "done"
+    assert script.shown["call_2"][0] == "success"
+    assert script.shown["call_3"][1].startswith("not_in_plan: ")
+    assert ran == ["github_list_issues"]

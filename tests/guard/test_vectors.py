@@ -66,6 +66,7 @@ def verify(vectors: dict[str, Any], token: str) -> IntentClaims:
     )
 
 
+# --8<-- [start:tokens]
 @cases("tokens")
 def test_token(case):
     expect = case["expect"]
@@ -85,6 +86,9 @@ def test_token(case):
     assert expect == {"valid": True, "jti": claims.jti, "sub": claims.sub, "ph": claims.ph}
 
 
+# --8<-- [end:tokens]
+
+
 @cases("plans")
 def test_plan(case):
     expect = case["expect"]
@@ -96,6 +100,7 @@ def test_plan(case):
         assert expect == {"valid": True, "plan": normal, "hash": plan_hash(normal)}
 
 
+# --8<-- [start:decisions]
 @cases("decisions")
 def test_decisions(case):
     vectors = FILES["decisions"]
@@ -131,6 +136,9 @@ def test_decisions(case):
         else:
             got = {"outcome": state.outcome().value, "requiredNotRun": state.required_not_run()}
             assert got == event["expect"], where
+
+
+# --8<-- [end:decisions]
 
 
 # --- the files themselves ---------------------------------------------------------------

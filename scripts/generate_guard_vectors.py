@@ -75,9 +75,10 @@ def _json(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def sign(payload: dict[str, Any], *, alg: str = "EdDSA", kid: str = KID) -> str:
+def sign(payload: dict[str, Any], *, alg: str = "EdDSA", kid: str = KID, **header: Any) -> str:
     """A compact JWS of `payload`, signed with the test key (Ed25519 is deterministic)."""
-    signing_input = _b64(_json({"alg": alg, "kid": kid, "typ": "JWT"})) + "." + _b64(_json(payload))
+    protected = {"alg": alg, "kid": kid, "typ": "JWT", **header}
+    signing_input = _b64(_json(protected)) + "." + _b64(_json(payload))
     return signing_input + "." + _b64(_KEY.sign(signing_input.encode("ascii")))
 
 
@@ -129,7 +130,9 @@ def token_outcome(token: str, plan: dict[str, Any]) -> dict[str, Any]:
 
 _REASONS: Final = {
     "bad signature": "bad_signature",
-    "is not accepted": "algorithm_not_accepted",
+    "algorithm ": "algorithm_not_accepted",
+    "header parameter ": "header_not_accepted",
+    "critical header": "header_not_accepted",
     "unknown key id": "unknown_kid",
     "token expired": "expired",
     "token issued in the future": "issued_in_future",
@@ -364,6 +367,31 @@ DECISIONS: Final = [
         ],
     },
     {
+        "name": "v2_first_step_decides",
+        "description": "several steps match: the first that can take the call does; when "
+        "none can, the first matching step's first failing check is the code",
+        "plan": v2(
+            {"id": "approve", "tool": "approve"},
+            {"id": "early", "tool": "pay", "maxCalls": 1},
+            {
+                "id": "late",
+                "tool": "pay",
+                "after": ["approve"],
+                "additionalArgs": False,
+                "args": {"to": {"in": ["acme"]}},
+            },
+        ),
+        "events": [
+            check("pay", {"to": "acme"}, "allowed"),
+            check("pay", {"to": "acme"}, "max_calls_exceeded"),
+            check("approve", {}, "allowed"),
+            completed(0),
+            check("pay", {"to": "acme"}, "allowed"),
+            check("pay", {"to": "acme", "memo": "x"}, "max_calls_exceeded"),
+            check("pay", {"to": "other"}, "max_calls_exceeded"),
+        ],
+    },
+    {
         "name": "v2_budget_decimal",
         "description": "decimal sums are exact: 0.1 + 0.2 reaches a max of 0.3 exactly",
         "plan": DECIMALS,
@@ -495,9 +523,27 @@ def token_cases() -> list[dict[str, Any]]:
         ),
         (
             "expired_within_leeway",
-            "exp 30 s before now, inside the 60 s leeway",
-            sign(claims(TOKEN_PLAN, exp=NOW - 30)),
+            "exp 59 s before now, inside the 60 s leeway",
+            sign(claims(TOKEN_PLAN, exp=NOW - 59)),
             "valid",
+        ),
+        (
+            "expired_at_leeway",
+            "exp exactly the leeway before now: expired",
+            sign(claims(TOKEN_PLAN, exp=NOW - 60)),
+            "expired",
+        ),
+        (
+            "embedded_jwk",
+            "a jwk header naming the signing key: keys come from the JWKS only",
+            sign(good, jwk={**PUBLIC_JWK, "kid": KID}),
+            "header_not_accepted",
+        ),
+        (
+            "critical_extension",
+            "a crit header: no extension is understood",
+            sign(good, crit=["exp"]),
+            "header_not_accepted",
         ),
         (
             "issued_in_future",

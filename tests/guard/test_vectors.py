@@ -42,7 +42,8 @@ FILES = {
 # How the Python guard words each refusal a token vector names.
 REASONS = {
     "bad_signature": "bad signature",
-    "algorithm_not_accepted": "is not accepted",
+    "algorithm_not_accepted": "algorithm ",
+    "header_not_accepted": "header",
     "unknown_kid": "unknown key id",
     "expired": "token expired",
     "issued_in_future": "token issued in the future",

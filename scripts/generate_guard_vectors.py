@@ -453,6 +453,46 @@ DECISIONS: Final = [
         ],
     },
     {
+        "name": "policy_v2_deny_shapes",
+        "description": "a version-2 policy's deny rules on a URL host (every port) and a "
+        "path, decided on each call",
+        "plan": v2(
+            {
+                "tool": "http_get",
+                "args": {
+                    "url": {
+                        "url": {
+                            "scheme": ["https"],
+                            "host": ["*.acme.dev", "*.evil.test"],
+                            "ports": [8443],
+                        }
+                    }
+                },
+            },
+            {"tool": "file_read"},
+        ),
+        "policy": {
+            "version": 2,
+            "default": "allow",
+            "rules": [
+                {
+                    "effect": "deny",
+                    "tools": ["http_get"],
+                    "args": {"url": {"url": {"scheme": ["https"], "host": ["*.evil.test"]}}},
+                },
+                {"effect": "deny", "tools": ["file_read"], "args": {"path": {"subpath": "/etc"}}},
+            ],
+        },
+        "events": [
+            check("http_get", {"url": "https://api.acme.dev/x"}, "allowed"),
+            check("http_get", {"url": "https://api.evil.test/x"}, "policy_denied"),
+            check("http_get", {"url": "https://api.evil.test:8443/x"}, "policy_denied"),
+            check("file_read", {"path": "/srv/app/a"}, "allowed"),
+            check("file_read", {"path": "/etc/passwd"}, "policy_denied"),
+            check("file_read", {"path": "/srv/../etc/passwd"}, "policy_denied"),
+        ],
+    },
+    {
         "name": "policy_role",
         "description": "the same policy for a member whose role a rule names",
         "plan": v1({"tool": "deploy", "args": {}}),

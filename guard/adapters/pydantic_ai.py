@@ -51,8 +51,9 @@ approval URL in ``metadata`` (`plan_approvals` reads them). Once the person deci
 ``message_history=result.all_messages()`` and
 ``deferred_tool_results=DeferredToolResults(approvals={call_id: True})``: the
 ``declare_plan`` call collects the decision, and the model gets the declared plan, or the
-approver's reason as a failed tool result. The run pauses at once: the declaration asks
-the guard for no wait of its own. Resume in the same process, with the same toolset and
+approver's reason as a failed tool result; a run resumed before the person decided
+pauses again. The run pauses at once: the declaration asks the guard for no wait of its
+own. Resume in the same process, with the same toolset and
 guard: the plan awaiting approval is the guard's. ``pause_for_approval=False`` keeps the
 guard's wait and a plain refusal (``approval_pending`` and the URL) after it.
 

@@ -409,3 +409,36 @@ def test_agent_iter_declares_and_decides_the_same_turn(make_guard):
     assert script.shown["call_2"][0] == "success"
     assert script.shown["call_3"][1].startswith("not_in_plan: ")
     assert ran == ["github_list_issues"]
+
+
+def test_a_run_resumed_before_the_person_decided_pauses_again(make_guard, team, policy_version):
+    policy_set(team=team, slug="default", document=REVIEW_POLICY)
+    approver = approver_for(team)
+    guard = make_guard()
+    script, _toolset, agent, paused = review_run(
+        guard, [("send_email", {"to": "bob@example.test", "subject": "issues"})]
+    )
+    (approval,) = plan_approvals(paused.output)
+    approve = DeferredToolResults(approvals={approval.call_id: True})
+
+    again = asyncio.run(
+        agent.run(message_history=paused.all_messages(), deferred_tool_results=approve)
+    )
+
+    assert isinstance(again.output, DeferredToolRequests)
+    (still,) = plan_approvals(again.output)
+    assert (still.call_id, still.plan_id, still.approval_url) == (
+        approval.call_id,
+        approval.plan_id,
+        approval.approval_url,
+    )
+    assert script.responses == 1 and ran == []
+
+    plan_approval_decide(plan=Plan.objects.get(), by_user=approver, approve=True)
+    result = asyncio.run(
+        agent.run(message_history=again.all_messages(), deferred_tool_results=approve)
+    )
+
+    assert result.output == "done"
+    assert json.loads(script.shown["call_1"][1])["ok"] is True
+    assert ran == ["send_email"]

@@ -442,3 +442,36 @@ def test_a_run_resumed_before_the_person_decided_pauses_again(make_guard, team, 
     assert result.output == "done"
     assert json.loads(script.shown["call_1"][1])["ok"] is True
     assert ran == ["send_email"]
+
+
+def test_a_call_beside_a_declaration_sent_to_review_gets_approval_pending(
+    make_guard, team, policy_version
+):
+    policy_set(team=team, slug="default", document=REVIEW_POLICY)
+    guard = make_guard()
+    script = Script(
+        [
+            ("declare_plan", REVIEWED_PLAN),
+            ("send_email", {"to": "bob@example.test", "subject": "issues"}),
+        ]
+    )
+    agent = Agent(
+        script.model,
+        toolsets=[plangate_toolset(guard, TOOLS, sequential=False)],
+        output_type=[str, DeferredToolRequests],
+    )
+
+    paused = asyncio.run(agent.run("Mail bob the open issues"))
+
+    assert isinstance(paused.output, DeferredToolRequests)
+    assert [call.tool_call_id for call in paused.output.approvals] == ["call_1"]
+    (sibling,) = [
+        part
+        for message in paused.all_messages()
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart) and part.tool_call_id == "call_2"
+    ]
+    assert sibling.outcome == "failed"
+    assert sibling.model_response_str(wrap_if_error=False).startswith("approval_pending: ")
+    assert ran == []

@@ -627,6 +627,7 @@ def token_cases() -> list[dict[str, Any]]:
                 "name": name,
                 "description": description,
                 "plan": TOKEN_PLAN,
+                "planHash": plan_hash(validate_plan(TOKEN_PLAN)),
                 "token": token,
                 "expect": expect,
             }

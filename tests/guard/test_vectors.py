@@ -71,6 +71,7 @@ def verify(vectors: dict[str, Any], token: str) -> IntentClaims:
 @cases("tokens")
 def test_token(case):
     expect = case["expect"]
+    assert plan_hash(validate_plan(case["plan"])) == case["planHash"]
     try:
         claims = verify(FILES["tokens"], case["token"])
     except WrongIssuer:
@@ -80,8 +81,7 @@ def test_token(case):
         assert expect["code"] == "token_invalid"
         assert REASONS[expect["reason"]] in str(error)
         return
-    declared = plan_hash(validate_plan(case["plan"]))
-    if claims.ph != declared or claims.ph != plan_hash(claims.plan):
+    if claims.ph != case["planHash"] or claims.ph != plan_hash(claims.plan):
         assert (expect["code"], expect["reason"]) == ("plan_swapped", "plan_hash_mismatch")
         return
     assert expect == {"valid": True, "jti": claims.jti, "sub": claims.sub, "ph": claims.ph}

@@ -392,6 +392,29 @@ DECISIONS: Final = [
         ],
     },
     {
+        "name": "v2_first_failing_check",
+        "description": "unexpected_argument is checked before out_of_order on the first "
+        "matching step; a later step that can take the call does",
+        "plan": v2(
+            {
+                "id": "closed",
+                "tool": "write",
+                "args": {"path": {"in": ["a"]}},
+                "additionalArgs": False,
+            },
+            {"id": "ordered", "tool": "write", "after": ["read"]},
+            {"id": "read", "tool": "read"},
+        ),
+        "events": [
+            check("write", {"path": "a", "mode": "x"}, "unexpected_argument"),
+            check("write", {"path": "b"}, "out_of_order"),
+            check("write", {"path": "a"}, "allowed"),
+            check("read", {}, "allowed"),
+            completed(2),
+            check("write", {"path": "a", "mode": "x"}, "allowed"),
+        ],
+    },
+    {
         "name": "v2_budget_decimal",
         "description": "decimal sums are exact: 0.1 + 0.2 reaches a max of 0.3 exactly",
         "plan": DECIMALS,

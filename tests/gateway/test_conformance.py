@@ -35,7 +35,14 @@ from django.conf import settings
 from plans.models import Plan
 from policies.services import policy_set
 from tests.conftest import IN_CI, make_agent
-from tests.integration.processes import free_port, start, stop, tail, wait_for
+from tests.integration.processes import (
+    SHARED_DATABASE_MARKS,
+    free_port,
+    start,
+    stop,
+    tail,
+    wait_for,
+)
 from tests.node_packages import node_folder
 
 from .conftest import ControlPlane
@@ -270,6 +277,15 @@ def test_the_shim_in_front_of_the_bare_server_changes_no_check(suite, bare_resul
     assert declarations.read_text().count("\n") >= len(results) - 1
 
 
+def on_postgresql(test):
+    """The live control plane takes the declarations of many sessions while their guards
+    read their plans' status: on PostgreSQL, as in production (SQLite's shared in-memory
+    test database answers such overlapping requests "database table is locked")."""
+    for mark in SHARED_DATABASE_MARKS:
+        test = mark(test)
+    return test
+
+
 @pytest.fixture
 def conformance_plane(live_server, team, member) -> ControlPlane:
     """A control plane whose policy allows any tool: the plan decides."""
@@ -286,6 +302,7 @@ def assert_holds_up(bare: Results, gateway: Results) -> None:
         assert outcomes(checks).total() == outcomes(gateway[scenario]).total(), scenario
 
 
+@on_postgresql
 def test_the_client_scenarios_pass_through_the_gateway_as_without_it(
     suite, conformance_plane, tmp_path
 ):
@@ -312,32 +329,41 @@ def test_the_client_scenarios_pass_through_the_gateway_as_without_it(
     assert Plan.objects.filter(agent=conformance_plane.agent.agent).count() == 2 * 3
 
 
+@on_postgresql
+@pytest.mark.parametrize("upstream", ["command", "url"])
 def test_the_gateways_http_side_passes_every_check_the_bare_server_passes(
-    suite, bare_results, conformance_plane, tmp_path
+    suite, bare_results, conformance_plane, tmp_path, upstream
 ):
-    """`plangate-mcp serve` wrapping server-everything over stdio, in its operator-key mode
-    (the suite's client holds a key the operator issued for the gateway; the gateway
-    declares with the agent's), each of the suite's sessions given its plan by the shim;
-    against the bare server's own HTTP side."""
+    """`plangate-mcp serve` wrapping server-everything (its stdio command, or its own HTTP
+    side with ``--upstream-url``), in its operator-key mode (the suite's client holds a key
+    the operator issued for the gateway; the gateway declares with the agent's), each of
+    the suite's sessions given its plan by the shim; against the bare server's HTTP side."""
     port = free_port()
     operator_key = secrets.token_urlsafe(32)
     gateway = [
         *(sys.executable, "-m", "guard.gateway", "serve", "--listen", f"127.0.0.1:{port}"),
         *("--url", conformance_plane.url, "--issuer", conformance_plane.issuer),
-        *("--", suite.node, suite.everything, "stdio"),
     ]
     declarations = tmp_path / "declarations.jsonl"
-    with (
-        serving(
-            gateway,
-            f"http://127.0.0.1:{port}/mcp",
-            tmp_path / "gateway.log",
-            PYTHONPATH=str(ROOT),
-            PLANGATE_API_KEY=conformance_plane.agent.api_key,
-            PLANGATE_GATEWAY_CLIENT_KEYS=operator_key,
-        ) as gateway_url,
-        proxy(gateway_url, operator_key, declarations, tmp_path / "proxy.log") as url,
-    ):
+    with contextlib.ExitStack() as running:
+        if upstream == "url":
+            server = running.enter_context(bare_server(suite, tmp_path / "server.log"))
+            gateway += ["--upstream-url", server]
+        else:
+            gateway += ["--", suite.node, suite.everything, "stdio"]
+        gateway_url = running.enter_context(
+            serving(
+                gateway,
+                f"http://127.0.0.1:{port}/mcp",
+                tmp_path / "gateway.log",
+                PYTHONPATH=str(ROOT),
+                PLANGATE_API_KEY=conformance_plane.agent.api_key,
+                PLANGATE_GATEWAY_CLIENT_KEYS=operator_key,
+            )
+        )
+        url = running.enter_context(
+            proxy(gateway_url, operator_key, declarations, tmp_path / "proxy.log")
+        )
         results = run_server_scenarios(suite, url, tmp_path)
 
     answers = [json.loads(line)["answer"] for line in declarations.read_text().splitlines()]

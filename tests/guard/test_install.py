@@ -17,6 +17,12 @@ import guard
 
 GUARD_DIR = Path(guard.__file__).parent
 EXPECTED_DEPENDENCIES = {"ada-url", "cryptography", "google-re2", "httpx", "pyjwt", "rfc8785"}
+# Each extra: the gateway's MCP SDK, and each framework adapter's framework.
+EXPECTED_EXTRAS = {
+    "mcp": {"mcp"},
+    "openai-agents": {"openai-agents"},
+    "pydantic-ai": {"pydantic-ai-slim"},
+}
 
 # Imports every module of the `guard` package with Django and DRF made unimportable, and
 # prints where the package came from and which modules loaded.
@@ -97,7 +103,7 @@ def test_pip_installs_the_guard_alone(tmp_path):
         pytest.skip(f"pip could not fetch the build backend (no network): {build.stderr[-300:]}")
     assert build.returncode == 0, build.stdout + build.stderr
     # The build leaves nothing in the package's directory (no build/, no *.egg-info), and
-    # installs only the package's modules.
+    # installs only the package's modules and its conformance vectors.
     after = sorted(
         path.relative_to(source)
         for path in source.rglob("*")
@@ -109,7 +115,8 @@ def test_pip_installs_the_guard_alone(tmp_path):
         for path in (target / "guard").rglob("*")
         if path.is_file() and "__pycache__" not in path.parts
     }
-    assert installed == {path.relative_to(source).as_posix() for path in source.rglob("*.py")}
+    shipped = [*source.rglob("*.py"), *source.glob("vectors/*.json")]  # the wheel's include
+    assert installed == {path.relative_to(source).as_posix() for path in shipped}
 
     # The installed copy comes first; the guard's dependencies come from this environment,
     # where Django is installed too, but blocked by the import check.
@@ -128,4 +135,4 @@ def test_pip_installs_the_guard_alone(tmp_path):
             extra = re.search(r"extra == ['\"]([a-z0-9-]+)['\"]", requirement)
             name = re.split(r"[<>=!~ ;\[]", requirement)[0].lower()
             requires.setdefault(extra.group(1) if extra else "", set()).add(name)
-    assert requires == {"": EXPECTED_DEPENDENCIES, "mcp": {"mcp"}}
+    assert requires == {"": EXPECTED_DEPENDENCIES, **EXPECTED_EXTRAS}

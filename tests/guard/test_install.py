@@ -22,6 +22,7 @@ EXPECTED_EXTRAS = {
     "mcp": {"mcp"},
     "openai-agents": {"openai-agents"},
     "pydantic-ai": {"pydantic-ai-slim"},
+    "langgraph": {"langgraph", "langchain-core"},
 }
 
 # Imports every module of the `guard` package with Django and DRF made unimportable, and

@@ -14,8 +14,9 @@ tool (`declare_plan_tool`) added and the guard in its ``wrap_tool_call`` /
 `AsyncGuard` (or a `Guard`, whose waits then run in a worker thread) with ``ainvoke``.
 
 **A call.** Allowed: the tool runs; its step is completed once it returned, recorded as
-failed when it raised or answered an error ``ToolMessage`` (the node is built with
-``handle_tool_errors=True``, so the model gets the error as a tool result). Not allowed:
+failed when it raised or answered an error ``ToolMessage``: with ``ToolNode``'s default a
+raised exception ends the run, as without the guard; build the node with
+``handle_tool_errors=True`` and the model gets it as a tool error. Not allowed:
 the tool does not run, and the model gets ``ToolMessage(status="error")`` with
 ``"{code}: {reason}"`` (`guard.agent.outcomes.blocked_text`); the run goes on.
 
@@ -31,7 +32,7 @@ flight on the guard (`Guard.declaring`) for calls from elsewhere.
 
 **A plan a person must approve.** The ``declare_plan`` call pauses the graph with
 LangGraph's ``interrupt(...)``, whose value carries ``planId``, ``approvalUrl``,
-``detail`` and ``review`` (the graph needs a checkpointer). Resume it with
+``detail`` and ``review`` (`plan_approval` reads it; the graph needs a checkpointer). Resume it with
 ``Command(resume=...)`` (any value) once the person decided: the call collects the
 decision and the model gets the approved plan, or the approver's reason as an error;
 resumed before the decision, the graph pauses again. Calls of the same turn are decided
@@ -51,11 +52,11 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, Interrupt, interrupt
 
 from guard.agent.async_guard import AsyncGuard
 from guard.agent.declaring import DEFAULT_DECLARE_WAIT
@@ -72,13 +73,22 @@ from guard.agent.tools import (
 )
 from guard.decisions import Decision
 
-__all__ = ["PlangateToolWrapper", "declare_plan_tool", "plangate_tool_node"]
+__all__ = [
+    "APPROVAL_INTERRUPT",
+    "PlangateToolWrapper",
+    "declare_plan_tool",
+    "plan_approval",
+    "plangate_tool_node",
+]
 
 AnyGuard = Guard | AsyncGuard
-ToolResult = ToolMessage | Command
+ToolResult = ToolMessage | Command[Any]
 
 # How many declarations a wrapper remembers, for the calls of their turn.
 _REMEMBERED = 256
+
+# The ``type`` of the value of the interrupt that pauses a graph for a plan's approval.
+APPROVAL_INTERRUPT = "plangate_plan_approval"
 
 
 def declare_plan_tool(guard: AnyGuard) -> StructuredTool:
@@ -120,7 +130,7 @@ def declare_plan_tool(guard: AnyGuard) -> StructuredTool:
     )
 
 
-def _message(call: dict[str, Any], text: str, *, error: bool) -> ToolMessage:
+def _message(call: ToolCall, text: str, *, error: bool) -> ToolMessage:
     return ToolMessage(
         content=text,
         tool_call_id=call["id"],
@@ -144,13 +154,23 @@ def _turn_declarations(state: Any, call_id: str) -> list[str]:
 
 def _approval(pending: dict[str, Any], call_id: str) -> dict[str, Any]:
     return {
-        "type": "plangate_plan_approval",
+        "type": APPROVAL_INTERRUPT,
         "toolCallId": call_id,
         "planId": pending.get("planId"),
         "approvalUrl": pending.get("approvalUrl"),
         "detail": pending.get("detail", ""),
         "review": pending.get("review", []),
     }
+
+
+def plan_approval(pause: Interrupt) -> dict[str, Any] | None:
+    """The plan a paused graph waits on, from one of its interrupts (``state["__interrupt__"]``
+    of ``invoke``): ``{"type", "toolCallId", "planId", "approvalUrl", "detail", "review"}``,
+    or None for an interrupt of the application's own."""
+    value = pause.value
+    if isinstance(value, dict) and value.get("type") == APPROVAL_INTERRUPT:
+        return value
+    return None
 
 
 def _decision_answer(guard: Guard, pending: dict[str, Any]) -> dict[str, Any]:
@@ -221,14 +241,17 @@ class PlangateToolWrapper:
             event.set()
 
     def _turn_events(self, request: ToolCallRequest) -> list[threading.Event]:
-        ids = _turn_declarations(request.state, request.tool_call["id"])
+        call_id = request.tool_call["id"]
+        if not call_id:
+            return []
+        ids = _turn_declarations(request.state, call_id)
         return [self._event(call_id) for call_id in ids]
 
     # --- declare_plan ---------------------------------------------------------------------
 
-    def _declare(self, call: dict[str, Any]) -> ToolMessage:
+    def _declare(self, call: ToolCall) -> ToolMessage:
         guard = self._sync_guard
-        call_id = call["id"]
+        call_id = call["id"] or ""
         paused = False
         try:
             with guard.declaring():
@@ -250,17 +273,17 @@ class PlangateToolWrapper:
         finally:
             self._finished(call_id, again=paused)
 
-    def _pause(self, call: dict[str, Any], pending: dict[str, Any]) -> ToolMessage:
+    def _pause(self, call: ToolCall, pending: dict[str, Any]) -> ToolMessage:
         """Pause the graph until the person decided; on each resume, ask again."""
         guard = self._sync_guard
         while True:
-            interrupt(_approval(pending, call["id"]))  # returns once the graph resumes
+            interrupt(_approval(pending, call["id"] or ""))  # returns once the graph resumes
             answer = _decision_answer(guard, pending)
             if answer.get("code") != APPROVAL_PENDING:
                 return self._answer(call, answer)
 
-    def _answer(self, call: dict[str, Any], answer: dict[str, Any]) -> ToolMessage:
-        self._pending.pop(call["id"], None)
+    def _answer(self, call: ToolCall, answer: dict[str, Any]) -> ToolMessage:
+        self._pending.pop(call["id"] or "", None)
         text, refused = declare_plan_outcome(answer)
         return _message(call, text, error=refused)
 
@@ -332,13 +355,12 @@ def plangate_tool_node(
     *,
     pause_for_approval: bool = True,
     turn_wait_seconds: float = DEFAULT_DECLARE_WAIT,
-    handle_tool_errors: Any = True,
     **node_options: Any,
 ) -> ToolNode:
     """A ``ToolNode`` over `tools` and ``declare_plan``, every call decided by `guard`
     (pass it as ``create_react_agent(model, tools=...)`` or add it to your own graph).
-    `handle_tool_errors` as ``ToolNode``'s, but on by default: a tool that raises is a
-    tool error for the model and a failed step."""
+    `node_options` go to ``ToolNode``: ``handle_tool_errors=True`` makes a tool that
+    raises a tool error for the model (a failed step either way)."""
     wrapper = PlangateToolWrapper(
         guard, pause_for_approval=pause_for_approval, turn_wait_seconds=turn_wait_seconds
     )
@@ -346,6 +368,5 @@ def plangate_tool_node(
         [declare_plan_tool(guard), *tools],
         wrap_tool_call=wrapper.wrap,
         awrap_tool_call=wrapper.awrap,
-        handle_tool_errors=handle_tool_errors,
         **node_options,
     )

@@ -222,6 +222,57 @@ def test_a_call_in_the_same_message_as_declare_plan_is_decided_under_the_new_pla
     assert json.loads(seen["call_2"][1])["ok"] is True
 
 
+def test_in_one_tool_node_run_the_calls_of_the_message_wait_for_its_declaration(
+    make_guard, run_kind
+):
+    """``version="v1"``: one ``ToolNode`` run holds every call of the message, in a thread
+    pool with ``invoke`` and in one ``gather`` with ``ainvoke``."""
+    guard = make_guard()
+    model = script(
+        [
+            ("github_list_issues", {"repo": REPO}),
+            ("declare_plan", PLAN),
+            ("github_get_issue", {"repo": REPO, "number": 1}),
+        ]
+    )
+    graph = create_react_agent(model, tools=plangate_tool_node(guard, TOOLS), version="v1")
+
+    seen = shown(invoke(run_kind, graph, ASK))
+
+    assert seen["call_1"] == ("success", "#1 Login page is slow")
+    assert json.loads(seen["call_2"][1])["ok"] is True
+    assert seen["call_3"][0] == "success"
+    assert sorted(ran) == ["github_get_issue", "github_list_issues"]
+
+
+def test_a_plan_sent_to_a_person_pauses_a_one_node_run_and_its_calls_run_once_approved(
+    make_guard, run_kind, team, policy_version
+):
+    policy_set(team=team, slug="default", document=REVIEW_POLICY)
+    guard = make_guard()
+    model = script([("declare_plan", REVIEWED_PLAN), ("send_email", {"to": "bob@example.test"})])
+    graph = create_react_agent(
+        model,
+        tools=plangate_tool_node(guard, TOOLS),
+        checkpointer=InMemorySaver(),
+        version="v1",
+    )
+    config = {"configurable": {"thread_id": "one-node"}}
+
+    paused = invoke(run_kind, graph, ASK, config)
+    assert plan_approval(paused["__interrupt__"][0])["planId"] == Plan.objects.get().pk
+    assert ran == []
+
+    plan_approval_decide(plan=Plan.objects.get(), by_user=approver_for(team), approve=True)
+    state = invoke(run_kind, graph, Command(resume=True), config)
+
+    # The node ran again on the resume: the call beside the declaration, now under the plan.
+    seen = shown(state)
+    assert json.loads(seen["call_1"][1])["ok"] is True
+    assert seen["call_2"] == ("success", "sent")
+    assert ran == ["send_email"]
+
+
 def test_a_refused_declaration_is_an_error_message_with_its_code(make_guard, run_kind):
     guard = make_guard()
     model = script([("declare_plan", plan_document(user="nobody@acme.dev"))])

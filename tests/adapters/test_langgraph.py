@@ -21,10 +21,15 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.prebuilt import create_react_agent
+from langgraph.prebuilt import ToolNode, create_react_agent
 from langgraph.types import Command
 
-from guard.adapters.langgraph import APPROVAL_INTERRUPT, plan_approval, plangate_tool_node
+from guard.adapters.langgraph import (
+    APPROVAL_INTERRUPT,
+    declare_plan_tool,
+    plan_approval,
+    plangate_tool_node,
+)
 from guard.agent import AsyncGuard, Guard
 from plans.approvals import plan_approval_decide
 from plans.models import Plan
@@ -344,6 +349,21 @@ def test_a_denied_plan_reaches_the_model_with_the_reason(
     status, text = shown(state)["call_1"]
     assert status == "error"
     assert text.startswith("approval_denied: ") and "not today" in text
+
+
+def test_the_declare_plan_tool_alone_declares_and_a_refusal_is_a_tool_error(make_guard, run_kind):
+    """`declare_plan_tool` in a ``ToolNode`` of the application's own, without the hooks."""
+    guard = make_guard()
+    model = script(
+        [("declare_plan", plan_document(user="nobody@acme.dev"))], [("declare_plan", PLAN)]
+    )
+    graph = create_react_agent(model, tools=ToolNode([declare_plan_tool(guard)]))
+
+    seen = shown(invoke(run_kind, graph, ASK))
+
+    assert seen["call_1"][0] == "error" and seen["call_1"][1].startswith("unknown_user: ")
+    assert seen["call_2"][0] == "success" and json.loads(seen["call_2"][1])["ok"] is True
+    assert guard.status().plan_id == Plan.objects.get(status="active").pk
 
 
 def test_an_async_guard_serves_ainvoke_only(live_server, agent):

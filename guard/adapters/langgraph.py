@@ -39,6 +39,10 @@ resumed before the decision, the graph pauses again. Calls of the same turn are 
 again on the resume (the node runs again), under the approved plan. Resume in the same
 process, with the same guard. ``pause_for_approval=False`` keeps the guard's own wait.
 
+With LangChain's ``create_agent`` (the ``langchain`` package), `plangate_middleware(guard)`
+is the same wrapper as agent middleware, ``declare_plan`` included:
+``create_agent(model, tools, middleware=[plangate_middleware(guard)])``.
+
 MCP tools from ``langchain-mcp-adapters`` are ordinary LangChain tools: load them from one
 explicit session (``load_mcp_tools(session)``) and pass them to `plangate_tool_node`.
 """
@@ -78,6 +82,7 @@ __all__ = [
     "PlangateToolWrapper",
     "declare_plan_tool",
     "plan_approval",
+    "plangate_middleware",
     "plangate_tool_node",
 ]
 
@@ -370,3 +375,37 @@ def plangate_tool_node(
         awrap_tool_call=wrapper.awrap,
         **node_options,
     )
+
+
+def plangate_middleware(
+    guard: AnyGuard,
+    *,
+    pause_for_approval: bool = True,
+    turn_wait_seconds: float = DEFAULT_DECLARE_WAIT,
+) -> Any:
+    """The guard as ``langchain.agents`` middleware (``create_agent(..., middleware=[...])``):
+    it adds ``declare_plan`` to the agent's tools and decides every call as
+    `plangate_tool_node` does. Needs the ``langchain`` package."""
+    # The langchain package is optional: imported only when the middleware is asked for.
+    from langchain.agents.middleware import AgentMiddleware  # type: ignore[import-not-found]
+
+    wrapper = PlangateToolWrapper(
+        guard, pause_for_approval=pause_for_approval, turn_wait_seconds=turn_wait_seconds
+    )
+
+    class PlangateMiddleware(AgentMiddleware):  # type: ignore[misc]
+        tools = [declare_plan_tool(guard)]
+
+        def wrap_tool_call(
+            self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
+        ) -> ToolResult:
+            return wrapper.wrap(request, handler)
+
+        async def awrap_tool_call(
+            self,
+            request: ToolCallRequest,
+            handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
+        ) -> ToolResult:
+            return await wrapper.awrap(request, handler)
+
+    return PlangateMiddleware()

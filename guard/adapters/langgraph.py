@@ -62,20 +62,18 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, Interrupt, interrupt
 
+from guard.adapters.calls import AnyGuard, decide, decision_answer
 from guard.agent.async_guard import AsyncGuard
 from guard.agent.declaring import DEFAULT_DECLARE_WAIT
-from guard.agent.errors import APPROVAL_PENDING, GuardError
+from guard.agent.errors import APPROVAL_PENDING
 from guard.agent.guard import Guard
 from guard.agent.outcomes import blocked_text, declare_plan_outcome
 from guard.agent.session import CallDecision
-from guard.agent.status import DeclaredPlan
 from guard.agent.tools import (
     DECLARE_PLAN_DESCRIPTION,
     DECLARE_PLAN_TOOL,
     declare_plan_parameters,
-    declare_plan_result,
 )
-from guard.decisions import Decision
 
 __all__ = [
     "APPROVAL_INTERRUPT",
@@ -86,7 +84,6 @@ __all__ = [
     "plangate_tool_node",
 ]
 
-AnyGuard = Guard | AsyncGuard
 ToolResult = ToolMessage | Command[Any]
 
 # How many declarations a wrapper remembers, for the calls of their turn.
@@ -178,28 +175,6 @@ def plan_approval(pause: Interrupt) -> dict[str, Any] | None:
     return None
 
 
-def _decision_answer(guard: Guard, pending: dict[str, Any]) -> dict[str, Any]:
-    """The ``declare_plan`` answer once the plan awaiting approval was decided (or is still
-    pending)."""
-    try:
-        declared: DeclaredPlan = guard.poll_approval(0.0)
-    except GuardError as error:
-        status = guard.status()
-        if error.code == Decision.NO_PLAN.value and status.plan_id == pending.get("planId"):
-            return {
-                "ok": True,
-                "planId": status.plan_id,
-                "detail": "The plan is declared. Only calls that match one of its steps will run.",
-            }
-        failure = error
-
-        def refuse(_: object) -> DeclaredPlan:
-            raise failure
-
-        return declare_plan_result(refuse, {})
-    return declare_plan_result(lambda _: declared, {})
-
-
 class PlangateToolWrapper:
     """The guard as ``ToolNode``'s ``wrap_tool_call`` (`wrap`) and ``awrap_tool_call``
     (`awrap`). `plangate_tool_node` builds a node with one; build your own ``ToolNode``
@@ -270,7 +245,7 @@ class PlangateToolWrapper:
                         return self._answer(call, answer)
                     pending = self._pending[call_id] = answer
                 else:
-                    answer = _decision_answer(guard, pending)
+                    answer = decision_answer(guard, pending)
                     if answer.get("code") != APPROVAL_PENDING:
                         return self._answer(call, answer)
             paused = True
@@ -283,7 +258,7 @@ class PlangateToolWrapper:
         guard = self._sync_guard
         while True:
             interrupt(_approval(pending, call["id"] or ""))  # returns once the graph resumes
-            answer = _decision_answer(guard, pending)
+            answer = decision_answer(guard, pending)
             if answer.get("code") != APPROVAL_PENDING:
                 return self._answer(call, answer)
 
@@ -329,7 +304,7 @@ class PlangateToolWrapper:
         for event in self._turn_events(request):
             if not event.is_set():
                 await asyncio.to_thread(event.wait, self.turn_wait_seconds)
-        decision = await self._decide(call["name"], call["args"])
+        decision = await decide(self.guard, call["name"], call["args"])
         if not decision.allowed:
             return _message(call, blocked_text(decision), error=True)
         try:
@@ -339,13 +314,6 @@ class PlangateToolWrapper:
             raise
         self._ran(decision, result)
         return result
-
-    async def _decide(self, tool: str, args: dict[str, Any]) -> CallDecision:
-        if isinstance(self.guard, AsyncGuard):
-            return await self.guard.decide(tool, args)
-        if self.guard.declaration_in_flight:
-            await asyncio.to_thread(self.guard.wait_for_declaration)
-        return self.guard.check(tool, args, wait=False)
 
     def _ran(self, decision: CallDecision, result: ToolResult) -> None:
         if isinstance(result, ToolMessage) and result.status == "error":

@@ -61,13 +61,11 @@ error flag, so that text is the error.
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 from agents import FunctionTool, RunContextWrapper, Tool, ToolApprovalItem
 from agents.tool import (
@@ -76,19 +74,14 @@ from agents.tool import (
 )
 from agents.tool_context import ToolContext
 
-from guard.agent.async_guard import AsyncGuard
-from guard.agent.errors import APPROVAL_PENDING, GuardError
-from guard.agent.guard import Guard
+from guard.adapters.calls import AnyGuard, collect_decision, decide, declare
+from guard.agent.errors import APPROVAL_PENDING
 from guard.agent.outcomes import blocked_text, declare_plan_outcome
-from guard.agent.session import CallDecision
-from guard.agent.status import DeclaredPlan
 from guard.agent.tools import (
     DECLARE_PLAN_DESCRIPTION,
     DECLARE_PLAN_TOOL,
     declare_plan_parameters,
-    declare_plan_result,
 )
-from guard.decisions import Decision
 
 __all__ = [
     "DeclarePlanTool",
@@ -100,7 +93,6 @@ __all__ = [
     "wait_for_plan_decision",
 ]
 
-AnyGuard = Guard | AsyncGuard
 
 # The text of a call whose arguments are no JSON object: nothing to decide on, so it
 # does not run (the model sees why and can send them again).
@@ -118,56 +110,6 @@ class PlanApproval:
 
 
 # --- the guard's calls, off the event loop -------------------------------------------------
-
-
-async def _decide(guard: AnyGuard, tool: str, args: dict[str, Any]) -> CallDecision:
-    """Decide a call after any declaration in flight, without blocking the event loop."""
-    if isinstance(guard, AsyncGuard):
-        return await guard.decide(tool, args)
-    if guard.declaration_in_flight:
-        await asyncio.to_thread(guard.wait_for_declaration)
-    return guard.check(tool, args, wait=False)
-
-
-async def _declare(
-    guard: AnyGuard, arguments: object, approval_wait_seconds: float | None = None
-) -> dict[str, Any]:
-    if isinstance(guard, AsyncGuard):
-        return await guard.handle_declare_plan(
-            arguments, approval_wait_seconds=approval_wait_seconds
-        )
-    return await asyncio.to_thread(
-        functools.partial(guard.handle_declare_plan, approval_wait_seconds=approval_wait_seconds),
-        arguments,
-    )
-
-
-async def _collect_decision(
-    guard: AnyGuard, pending: dict[str, Any], wait_seconds: float = 0.0
-) -> dict[str, Any]:
-    """The ``declare_plan`` result of a plan that awaited approval: the approved plan, the
-    approver's reason, or ``approval_pending`` still (after `wait_seconds`)."""
-    try:
-        if isinstance(guard, AsyncGuard):
-            declared: DeclaredPlan = await guard.poll_approval(wait_seconds)
-        else:
-            declared = await asyncio.to_thread(guard.poll_approval, wait_seconds)
-    except GuardError as error:
-        status = guard.status()
-        if error.code == Decision.NO_PLAN.value and status.plan_id == pending.get("planId"):
-            # The application collected the decision itself (poll_approval): in force.
-            return {
-                "ok": True,
-                "planId": status.plan_id,
-                "detail": "The plan is declared. Only calls that match one of its steps will run.",
-            }
-        failure = error
-
-        def refuse(_: object) -> NoReturn:
-            raise failure
-
-        return declare_plan_result(refuse, {})
-    return declare_plan_result(lambda _: declared, {})
 
 
 # --- declare_plan -------------------------------------------------------------------------
@@ -199,7 +141,7 @@ def declare_plan_tool(guard: AnyGuard, *, pause_for_approval: bool = True) -> De
         # Pausing: no wait for the person here, the run pauses instead.
         wait = 0.0 if pause_for_approval else None
         with guard.declaring():
-            answer = await _declare(guard, arguments, wait)
+            answer = await declare(guard, arguments, wait)
         answers[call_id] = answer
         paused.discard(call_id)  # a call id an abandoned run paused on, sent again
         if pause_for_approval and answer.get("code") == APPROVAL_PENDING:
@@ -212,11 +154,11 @@ def declare_plan_tool(guard: AnyGuard, *, pause_for_approval: bool = True) -> De
         answer = answers.get(call_id)
         if answer is None:  # the check did not run (the application approved it beforehand)
             with guard.declaring():
-                answer = await _declare(guard, arguments)
+                answer = await declare(guard, arguments)
         elif call_id in paused:  # resumed: the person has decided, or not yet
             paused.discard(call_id)
             with guard.declaring():
-                answer = await _collect_decision(guard, answer)
+                answer = await collect_decision(guard, answer)
         answers.pop(call_id, None)
         text, _refused = declare_plan_outcome(answer)
         return text
@@ -279,7 +221,7 @@ async def wait_for_plan_decision(item: ToolApprovalItem, wait_seconds: float = 3
     tool, call_id = found
     answer = tool._plangate_answers[call_id]
     if call_id in tool._plangate_paused:
-        answer = await _collect_decision(tool._plangate_guard, answer, wait_seconds)
+        answer = await collect_decision(tool._plangate_guard, answer, wait_seconds)
         if answer.get("code") != APPROVAL_PENDING:
             tool._plangate_paused.discard(call_id)  # the resumed call shows this answer
         tool._plangate_answers[call_id] = answer
@@ -317,7 +259,7 @@ def guard_tool(guard: AnyGuard, tool: Tool) -> FunctionTool:
         args = _arguments(arguments)
         if args is None:
             return _NOT_AN_OBJECT
-        decision = await _decide(guard, name, args)
+        decision = await decide(guard, name, args)
         if not decision.allowed:
             return blocked_text(decision)
         try:

@@ -67,11 +67,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ToolFailed, UserError
@@ -80,20 +79,15 @@ from pydantic_ai.tools import DeferredToolRequests, Tool
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
-from guard.agent.async_guard import AsyncGuard
+from guard.adapters.calls import AnyGuard, collect_decision, decide, declare
 from guard.agent.declaring import DEFAULT_DECLARE_WAIT
-from guard.agent.errors import APPROVAL_PENDING, GuardError
-from guard.agent.guard import Guard
+from guard.agent.errors import APPROVAL_PENDING
 from guard.agent.outcomes import blocked_text, declare_plan_outcome
-from guard.agent.session import CallDecision
-from guard.agent.status import DeclaredPlan
 from guard.agent.tools import (
     DECLARE_PLAN_DESCRIPTION,
     DECLARE_PLAN_TOOL,
     declare_plan_parameters,
-    declare_plan_result,
 )
-from guard.decisions import Decision
 
 __all__ = [
     "PlanApproval",
@@ -102,7 +96,6 @@ __all__ = [
     "plangate_toolset",
 ]
 
-AnyGuard = Guard | AsyncGuard
 
 # How many finished declarations a toolset remembers, for the late calls of their turn.
 _REMEMBERED = 256
@@ -141,56 +134,6 @@ def plan_approvals(requests: DeferredToolRequests) -> list[PlanApproval]:
 
 
 # --- the guard's calls, off the event loop -------------------------------------------------
-
-
-async def _decide(guard: AnyGuard, tool: str, args: dict[str, Any]) -> CallDecision:
-    """Decide a call after any declaration in flight, without blocking the event loop."""
-    if isinstance(guard, AsyncGuard):
-        return await guard.decide(tool, args)
-    if guard.declaration_in_flight:
-        await asyncio.to_thread(guard.wait_for_declaration)
-    return guard.check(tool, args, wait=False)
-
-
-async def _declare(
-    guard: AnyGuard, arguments: object, approval_wait_seconds: float | None
-) -> dict[str, Any]:
-    if isinstance(guard, AsyncGuard):
-        return await guard.handle_declare_plan(
-            arguments, approval_wait_seconds=approval_wait_seconds
-        )
-    return await asyncio.to_thread(
-        functools.partial(guard.handle_declare_plan, approval_wait_seconds=approval_wait_seconds),
-        arguments,
-    )
-
-
-async def _collect_decision(
-    guard: AnyGuard, pending: dict[str, Any], wait_seconds: float = 0.0
-) -> dict[str, Any]:
-    """The ``declare_plan`` answer of a plan that awaited approval: the approved plan, the
-    approver's reason, or ``approval_pending`` still (after `wait_seconds`)."""
-    try:
-        if isinstance(guard, AsyncGuard):
-            declared: DeclaredPlan = await guard.poll_approval(wait_seconds)
-        else:
-            declared = await asyncio.to_thread(guard.poll_approval, wait_seconds)
-    except GuardError as error:
-        status = guard.status()
-        if error.code == Decision.NO_PLAN.value and status.plan_id == pending.get("planId"):
-            # The application collected the decision itself (poll_approval): in force.
-            return {
-                "ok": True,
-                "planId": status.plan_id,
-                "detail": "The plan is declared. Only calls that match one of its steps will run.",
-            }
-        failure = error
-
-        def refuse(_: object) -> NoReturn:
-            raise failure
-
-        return declare_plan_result(refuse, {})
-    return declare_plan_result(lambda _: declared, {})
 
 
 # --- the toolset ----------------------------------------------------------------------------
@@ -268,7 +211,7 @@ class PlangateToolset(WrapperToolset[Any]):
         if name == DECLARE_PLAN_TOOL:  # the wrapped toolset has none (get_tools)
             return await self._declare_plan(tool_args, ctx)
         await self._wait_for_turn(ctx)
-        decision = await _decide(self.guard, name, tool_args)
+        decision = await decide(self.guard, name, tool_args)
         if not decision.allowed:
             raise ToolFailed(blocked_text(decision))
         try:
@@ -293,10 +236,10 @@ class PlangateToolset(WrapperToolset[Any]):
                 if paused is not None and ctx.tool_call_approved:
                     answer = paused  # collected already (wait_for_plan_decision)
                     if paused.get("code") == APPROVAL_PENDING:
-                        answer = await _collect_decision(self.guard, paused)
+                        answer = await collect_decision(self.guard, paused)
                 else:
                     wait = 0.0 if self.pause_for_approval else None
-                    answer = await _declare(self.guard, arguments, wait)
+                    answer = await declare(self.guard, arguments, wait)
         finally:
             declarations.finish(call_id)
         if self.pause_for_approval and answer.get("code") == APPROVAL_PENDING:
@@ -350,7 +293,7 @@ class PlangateToolset(WrapperToolset[Any]):
             raise ValueError("no declare_plan call of this toolset awaits a person's approval")
         if paused.get("code") != APPROVAL_PENDING:
             return True
-        answer = await _collect_decision(self.guard, paused, wait_seconds)
+        answer = await collect_decision(self.guard, paused, wait_seconds)
         # The resumed call shows this answer (it asks the guard again only while pending).
         self._declarations.paused[call_id] = answer
         return answer.get("code") != APPROVAL_PENDING

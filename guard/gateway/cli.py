@@ -189,21 +189,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("no control plane: give --url URL or set PLANGATE_URL")
     if not api_key:
         parser.error("no API key: set PLANGATE_API_KEY to the agent's key (pg_...)")
-    if command and arguments.upstream_url:
-        parser.error("give the wrapped server's command or --upstream-url, not both")
-    if not command and not arguments.upstream_url:
-        parser.error("no MCP server to wrap: give its command, or --upstream-url URL")
+    _one_upstream(parser, command, arguments.upstream_url)
     try:
         import anyio
 
         from guard.gateway.serve import serve
     except ImportError as error:
-        print(
-            f"{PROGRAM}: the MCP gateway needs the mcp extra:"
-            f' pip install "plangate-guard[mcp]" ({error})',
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+        return mcp_extra_missing(error)
 
     guard = _guard(
         url,
@@ -290,6 +282,26 @@ def _dpop_key(parser: argparse.ArgumentParser, path: str | None) -> DpopKey | No
         return DpopKey.load(path)
     except (OSError, ValueError) as error:
         parser.error(f"the DPoP key cannot be read: {error}")
+
+
+def _one_upstream(
+    parser: argparse.ArgumentParser, command: Sequence[str], upstream_url: str | None
+) -> None:
+    """The wrapped server is a command or a URL: exactly one (a usage error otherwise)."""
+    if command and upstream_url:
+        parser.error("give the wrapped server's command or --upstream-url, not both")
+    if not command and not upstream_url:
+        parser.error("no MCP server to wrap: give its command, or --upstream-url URL")
+
+
+def mcp_extra_missing(error: ImportError) -> int:
+    """What the gateway says when the MCP SDK is not installed (the mcp extra)."""
+    print(
+        f'{PROGRAM}: the MCP gateway needs the mcp extra: pip install "plangate-guard[mcp]"'
+        f" ({error})",
+        file=sys.stderr,
+    )
+    return EXIT_USAGE
 
 
 def _guard(

@@ -13,7 +13,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from guard.gateway.cli import EXIT_USAGE, PROGRAM, _command_argument, _common_options, _parse
+from guard.gateway.cli import (
+    PROGRAM,
+    _command_argument,
+    _common_options,
+    _one_upstream,
+    _parse,
+    mcp_extra_missing,
+)
 
 __all__ = ["serve_main"]
 
@@ -119,21 +126,13 @@ def serve_main(argv: Sequence[str]) -> int:
     url = arguments.url or os.environ.get("PLANGATE_URL")
     if not url:
         parser.error("no control plane: give --url URL or set PLANGATE_URL")
-    if command and arguments.upstream_url:
-        parser.error("give the wrapped server's command or --upstream-url, not both")
-    if not command and not arguments.upstream_url:
-        parser.error("no MCP server to wrap: give its command, or --upstream-url URL")
+    _one_upstream(parser, command, arguments.upstream_url)
     try:
         import anyio
 
         from guard.gateway.http import HttpOptions, read_client_keys, serve_http
     except ImportError as error:
-        print(
-            f"{PROGRAM}: the MCP gateway needs the mcp extra:"
-            f' pip install "plangate-guard[mcp]" ({error})',
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+        return mcp_extra_missing(error)
     keys_text = os.environ.get("PLANGATE_GATEWAY_CLIENT_KEYS", "")
     if arguments.client_keys:
         try:

@@ -147,6 +147,67 @@ class HttpOptions:
     session_idle_seconds: float = 1800.0
     max_plans: int = 10000
     plan_idle_seconds: float = 3600.0
+    allowed: AllowedPeers = field(default_factory=lambda: AllowedPeers(frozenset(), frozenset()))
+
+
+# The names a loopback listener answers to, any port: what the SDK's own servers allow there.
+_LOOPBACK: Final = ("127.0.0.1", "localhost", "[::1]")
+
+
+@dataclass(frozen=True)
+class AllowedPeers:
+    """DNS-rebinding protection: the ``Host`` values the gateway answers (none: any) and the
+    ``Origin`` values it accepts from a browser (a request without ``Origin`` is no
+    browser's). A pattern ending ``:*`` allows any port. MCP's transport rule: a request
+    whose ``Origin`` is not allowed is refused 403; a foreign ``Host`` is refused 421, as
+    the SDK's servers do."""
+
+    hosts: frozenset[str]
+    origins: frozenset[str]
+
+    @classmethod
+    def for_listener(
+        cls, host: str, *, hosts: Iterable[str] = (), origins: Iterable[str] = ()
+    ) -> AllowedPeers:
+        """A loopback listener answers only to its loopback names and their own origins (a
+        page elsewhere cannot reach it through a name that resolves to 127.0.0.1); any
+        other listener to any ``Host``, unless `hosts` names them, and to no browser origin
+        beyond `origins`."""
+        allowed_hosts = set(hosts)
+        if host.strip("[]") in ("127.0.0.1", "localhost", "::1"):
+            allowed_hosts.update(f"{name}:*" for name in _LOOPBACK)
+            allowed_hosts.update(_LOOPBACK)
+        allowed_origins = set(origins)
+        for name in allowed_hosts:
+            allowed_origins.update((f"http://{name}", f"https://{name}"))
+        return cls(frozenset(allowed_hosts), frozenset(allowed_origins))
+
+    def refusal(self, scope: Mapping[str, Any]) -> tuple[int, str] | None:
+        """The status and reason to refuse the request with, or None."""
+        host = _header(scope, b"host")
+        if self.hosts and not _matches(host, self.hosts):
+            return 421, f"the Host header {host!r} is not one this gateway answers to"
+        origin = _header(scope, b"origin")
+        if origin is not None and not _matches(origin, self.origins):
+            return 403, f"the Origin {origin!r} is not allowed to call this gateway"
+        return None
+
+
+def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            text: str = value.decode("latin-1")
+            return text
+    return None
+
+
+def _matches(value: str | None, allowed: frozenset[str]) -> bool:
+    if value is None:
+        return False
+    if value in allowed:
+        return True
+    base, separator, port = value.rpartition(":")
+    return bool(separator) and port.isdigit() and f"{base}:*" in allowed
 
 
 class Credentials:
@@ -517,6 +578,11 @@ class HttpGateway:
             return
         if scope["path"].rstrip("/") != ENDPOINT:
             await _respond(send, 404, {"error": "not found: the MCP endpoint is /mcp"})
+            return
+        refusal = self.options.allowed.refusal(scope)
+        if refusal is not None:
+            status, reason = refusal
+            await _respond(send, status, _error_body(None, INVALID_REQUEST, reason))
             return
         credential = _bearer(scope)
         api_key = await self.credentials.api_key_for(credential) if credential else None

@@ -103,6 +103,23 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="a 2026-07-28 plan with no call for this long is ended (default 3600)",
     )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="a Host header the gateway answers to (repeatable; HOST:* any port). Listening"
+        " on a loopback address it answers only to 127.0.0.1, localhost and [::1] unless"
+        " told more; elsewhere to any Host unless told which",
+    )
+    parser.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser Origin allowed to call the gateway (repeatable; the allowed hosts'"
+        " own http and https origins are); a request with any other Origin is refused 403",
+    )
     _command_argument(parser)
     return parser
 
@@ -130,7 +147,7 @@ def serve_main(argv: Sequence[str]) -> int:
     try:
         import anyio
 
-        from guard.gateway.http import HttpOptions, read_client_keys, serve_http
+        from guard.gateway.http import AllowedPeers, HttpOptions, read_client_keys, serve_http
     except ImportError as error:
         return mcp_extra_missing(error)
     keys_text = os.environ.get("PLANGATE_GATEWAY_CLIENT_KEYS", "")
@@ -165,6 +182,9 @@ def serve_main(argv: Sequence[str]) -> int:
         session_idle_seconds=arguments.session_idle,
         max_plans=arguments.max_plans,
         plan_idle_seconds=arguments.plan_idle,
+        allowed=AllowedPeers.for_listener(
+            host, hosts=arguments.allowed_host, origins=arguments.allowed_origin
+        ),
     )
     print(f"{PROGRAM}: serving MCP on http://{host}:{port}/mcp", file=sys.stderr, flush=True)
     with contextlib.suppress(KeyboardInterrupt):

@@ -54,6 +54,7 @@ __all__ = [
     "INPUT_REQUIRED",
     "ApprovalPrompts",
     "Declaration",
+    "approval_url",
     "call_denial",
 ]
 
@@ -75,6 +76,10 @@ _MESSAGE: Final = (
 
 class StatusGuard(Protocol):
     def status(self) -> GuardStatus: ...
+
+
+class DeclaringGuard(StatusGuard, Protocol):
+    def wait_for_declaration(self, timeout: float | None = None) -> bool: ...
 
 
 def call_denial(
@@ -115,6 +120,19 @@ class Declaration:
     def finish(self, answer: dict[str, Any]) -> None:
         self.answer = answer
         self.done.set()
+
+
+async def approval_url(guard: DeclaringGuard, declaration: Declaration) -> str | None:
+    """The approval page of the plan `declaration` declares on `guard`, as soon as it awaits
+    a person's approval; None once the declaration returned without (or with no page)."""
+    while not declaration.done.is_set():
+        settled = await anyio.to_thread.run_sync(guard.wait_for_declaration, abandon_on_cancel=True)
+        status = guard.status()
+        if status.state == "awaiting_approval":
+            return status.approval_url
+        if settled:  # nothing awaits approval: the declaration is returning
+            await declaration.done.wait()
+    return None
 
 
 class ApprovalPrompts:

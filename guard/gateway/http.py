@@ -80,7 +80,7 @@ from guard.agent.guard import Guard
 from guard.agent.outcomes import authorization_denial
 from guard.agent.session import NO_PLAN, CallDecision
 from guard.agent.tools import DECLARE_PLAN_TOOL, mcp_tool
-from guard.gateway.approvals import call_denial
+from guard.gateway.approvals import ApprovalPrompts, Declaration, approval_url, call_denial
 from guard.gateway.relay import Relay
 from guard.gateway.results import (
     blocked_call_result,
@@ -111,6 +111,7 @@ _MAX_BODY: Final = 4 * 1024 * 1024
 _KEY_CHECK_SECONDS: Final = 300.0  # how long an API key the control plane accepted is trusted
 _KEY_REFUSED_SECONDS: Final = 10.0  # ...and one it refused is refused without asking
 _KEYS_REMEMBERED: Final = 4096
+_PAUSED_KEPT: Final = 64  # declarations awaiting a client's retry, as the prompts keep
 
 
 def _warn(message: str) -> None:
@@ -540,6 +541,11 @@ class HttpGateway:
         self._shared_lock = anyio.Lock()
         self._schemas: dict[str, Any] = {}  # upstream tools' input schemas, by name
         self._closing: list[Guard] = []
+        # 2026-07-28 declarations a client was pointed at an approval page for: the
+        # prompts hold each by the requestState its retry carries, and here whose it is
+        # (only its own client may collect it) and its guard.
+        self._approvals = ApprovalPrompts()
+        self._paused: OrderedDict[str, tuple[str, Guard]] = OrderedDict()
 
     # --- lifetime -----------------------------------------------------------------------
 
@@ -825,7 +831,7 @@ class HttpGateway:
             return {
                 "jsonrpc": "2.0",
                 "id": body["id"],
-                "result": await self._declare(owner, api_key, arguments),
+                "result": await self._declare(owner, api_key, arguments, params),
             }
         guard: Guard | None = None
         if isinstance(plan_id, str):
@@ -861,19 +867,56 @@ class HttpGateway:
             guard.completed(decision)
         return answer
 
-    async def _declare(self, owner: str, api_key: str, arguments: object) -> dict[str, Any]:
+    async def _declare(
+        self, owner: str, api_key: str, arguments: object, params: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A stateless ``declare_plan``: its guard is kept under the plan id it declares. A
+        client that lists URL elicitation is pointed at the approval page of a plan sent
+        to a person (``InputRequiredResult``) while the declaration goes on; its retry,
+        carrying the ``requestState``, gets the declaration's answer (as the relay does)."""
+        state = params.get("requestState")
+        held = self._paused.get(state) if isinstance(state, str) else None
+        if isinstance(state, str) and held is not None and held[0] == owner:
+            del self._paused[state]
+            declaration = self._approvals.resumed(params)
+            if declaration is not None:
+                await declaration.done.wait()
+                return self._declared(owner, held[1], declaration.answer)
         guard = self.new_guard(api_key)
         in_flight = guard.declaring()
         in_flight.__enter__()
         self._plans.declaring[owner] = guard
-        try:
-            declared = await anyio.to_thread.run_sync(
-                guard.handle_declare_plan, arguments, abandon_on_cancel=True
-            )
-        finally:
-            in_flight.__exit__(None, None, None)
-            if self._plans.declaring.get(owner) is guard:
-                del self._plans.declaring[owner]
+        declaration = Declaration()
+        prompt = self._approvals.prompt(params, modern=True)
+
+        async def declare() -> None:
+            try:
+                answer = await anyio.to_thread.run_sync(
+                    guard.handle_declare_plan, arguments, abandon_on_cancel=True
+                )
+            finally:
+                in_flight.__exit__(None, None, None)
+                if self._plans.declaring.get(owner) is guard:
+                    del self._plans.declaring[owner]
+            declaration.finish(answer)
+
+        if prompt is None or self._tasks is None:
+            await declare()
+            return self._declared(owner, guard, declaration.answer)
+        # The declaration outlives this request when the client is sent to the page.
+        self._tasks.start_soon(declare)
+        url = await approval_url(guard, declaration)
+        if url is None:
+            await declaration.done.wait()
+            return self._declared(owner, guard, declaration.answer)
+        result = self._approvals.input_required(url, declaration)
+        self._paused[result["requestState"]] = (owner, guard)
+        while len(self._paused) > _PAUSED_KEPT:
+            self._paused.popitem(last=False)
+        return result
+
+    def _declared(self, owner: str, guard: Guard, declared: dict[str, Any]) -> dict[str, Any]:
+        """The ``declare_plan`` result; a declared plan's guard kept under its id."""
         result = declare_plan_call_result(declared, modern=True)
         plan_id = declared.get("planId")
         if isinstance(plan_id, str):

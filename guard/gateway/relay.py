@@ -45,6 +45,7 @@ from guard.gateway.approvals import (
     ApprovalPrompts,
     Declaration,
     Prompt,
+    approval_url,
     call_denial,
 )
 from guard.gateway.results import (
@@ -230,7 +231,7 @@ class Relay:
         declaration = Declaration()
         async with anyio.create_task_group() as declaring:
             declaring.start_soon(self._run_declaration, arguments, in_flight, declaration)
-            url = await self._approval_url(declaration) if prompt is not None else None
+            url = await approval_url(self._guard, declaration) if prompt is not None else None
             if url is not None and prompt == INPUT_REQUIRED:
                 # The client retries once its user was there (`resumed`); the declaration
                 # goes on meanwhile.
@@ -260,20 +261,6 @@ class Relay:
         """Answers a ``declare_plan`` call with its declaration's answer, once it returned."""
         await declaration.done.wait()
         await self._answer(request_id, declare_plan_call_result(declaration.answer, modern=modern))
-
-    async def _approval_url(self, declaration: Declaration) -> str | None:
-        """The approval page of the plan being declared, as soon as it awaits a person's
-        approval; None once the declaration returned without (or with no page named)."""
-        while not declaration.done.is_set():
-            settled = await anyio.to_thread.run_sync(
-                self._guard.wait_for_declaration, abandon_on_cancel=True
-            )
-            status = self._guard.status()
-            if status.state == "awaiting_approval":
-                return status.approval_url
-            if settled:  # nothing awaits approval: the declaration is returning
-                await declaration.done.wait()
-        return None
 
     async def _to_upstream(self, wire: Wire) -> None:
         try:

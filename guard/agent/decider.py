@@ -445,8 +445,13 @@ class Decider:
         return plan.unusable(token)
 
     def block(self, plan: PlanState, decision: CallDecision) -> None:
-        """Stop `plan` for good: every later call gets `decision`, open steps are cancelled."""
+        """Stop `plan` for good: every later call gets `decision`, open steps are cancelled.
+        A plan that has ended stays as it ended: a background watch that learns of its end
+        from the control plane (its status list bit, flipped by the end the guard reported)
+        changes nothing the user was shown."""
         with self._lock:
+            if plan.ended:
+                return
             plan.blocked = plan.stopped = decision
             plan.next_attempt_at = math.inf
             plan.refresh_error = decision.reason

@@ -37,20 +37,11 @@ from policies.services import policy_set
 from tests.conftest import plan_document
 from tests.plans.approval_helpers import REVIEW_POLICY, approver_for
 
+from .conftest import PLAN, REPO, REVIEWED_PLAN
+
 # The prebuilt ReAct agent's successor (langchain.agents.create_agent) needs the whole
 # langchain package; create_react_agent runs the same ToolNode and stays until LangGraph 2.
 pytestmark = pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
-
-REPO = "acme/public-app"
-PLAN = plan_document(
-    steps=[
-        {"tool": "github_list_issues", "args": {"repo": {"eq": REPO}}, "maxCalls": 2},
-        {"tool": "github_get_issue", "args": {"repo": {"eq": REPO}}, "maxCalls": 3},
-    ]
-)
-REVIEWED_PLAN = plan_document(
-    steps=[{"tool": "send_email", "args": {"to": {"eq": "bob@example.test"}}}]
-)
 
 ran: list[str] = []
 

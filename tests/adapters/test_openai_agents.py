@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
 import pytest
@@ -39,18 +39,9 @@ from policies.services import policy_set
 from tests.conftest import plan_document
 from tests.plans.approval_helpers import REVIEW_POLICY, approver_for
 
-set_tracing_disabled(True)
+from .conftest import PLAN, REPO, REVIEWED_PLAN
 
-REPO = "acme/public-app"
-PLAN = plan_document(
-    steps=[
-        {"tool": "github_list_issues", "args": {"repo": {"eq": REPO}}, "maxCalls": 2},
-        {"tool": "github_get_issue", "args": {"repo": {"eq": REPO}}, "maxCalls": 3},
-    ]
-)
-REVIEWED_PLAN = plan_document(
-    steps=[{"tool": "send_email", "args": {"to": {"eq": "bob@example.test"}}}]
-)
+set_tracing_disabled(True)
 
 ran: list[str] = []
 
@@ -97,34 +88,6 @@ def _fresh_ran() -> Iterator[None]:
     ran.clear()
     yield
     ran.clear()
-
-
-GuardFactory = Callable[[], Guard | AsyncGuard]
-
-
-@pytest.fixture(params=["sync", "async"])
-def make_guard(request, live_server, agent) -> Iterator[GuardFactory]:
-    """A `Guard` or an `AsyncGuard` against the live server, with the guard's own wait for
-    approval (300 s): a plan a person must approve still pauses the run at once."""
-    guards: list[Guard | AsyncGuard] = []
-    kind = Guard if request.param == "sync" else AsyncGuard
-
-    def make() -> Guard | AsyncGuard:
-        guard = kind(
-            live_server.url,
-            agent.api_key,
-            issuer=settings.PLANGATE_ISSUER,
-            report=False,
-        )
-        guards.append(guard)
-        return guard
-
-    yield make
-    for guard in guards:
-        if isinstance(guard, AsyncGuard):
-            asyncio.run(guard.aclose())
-        else:
-            guard.close()
 
 
 def script(*turns: list[tuple[str, dict[str, Any]]]) -> ScriptedModel:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -41,16 +41,7 @@ from policies.services import policy_set
 from tests.conftest import plan_document
 from tests.plans.approval_helpers import REVIEW_POLICY, approver_for
 
-REPO = "acme/public-app"
-PLAN = plan_document(
-    steps=[
-        {"tool": "github_list_issues", "args": {"repo": {"eq": REPO}}, "maxCalls": 2},
-        {"tool": "github_get_issue", "args": {"repo": {"eq": REPO}}, "maxCalls": 3},
-    ]
-)
-REVIEWED_PLAN = plan_document(
-    steps=[{"tool": "send_email", "args": {"to": {"eq": "bob@example.test"}}}]
-)
+from .conftest import PLAN, REPO, REVIEWED_PLAN
 
 ran: list[str] = []
 
@@ -91,29 +82,6 @@ def _fresh_ran() -> Iterator[None]:
     ran.clear()
     yield
     ran.clear()
-
-
-GuardFactory = Callable[[], Guard | AsyncGuard]
-
-
-@pytest.fixture(params=["sync", "async"])
-def make_guard(request, live_server, agent) -> Iterator[GuardFactory]:
-    """A `Guard` or an `AsyncGuard` against the live server, with the guard's own wait for
-    approval: a plan a person must approve still pauses the run at once."""
-    guards: list[Guard | AsyncGuard] = []
-    kind = Guard if request.param == "sync" else AsyncGuard
-
-    def make() -> Guard | AsyncGuard:
-        guard = kind(live_server.url, agent.api_key, issuer=settings.PLANGATE_ISSUER, report=False)
-        guards.append(guard)
-        return guard
-
-    yield make
-    for guard in guards:
-        if isinstance(guard, AsyncGuard):
-            asyncio.run(guard.aclose())
-        else:
-            guard.close()
 
 
 class Script:

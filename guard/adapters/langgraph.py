@@ -198,7 +198,7 @@ class PlangateToolWrapper:
     @property
     def _sync_guard(self) -> Guard:
         if isinstance(self.guard, AsyncGuard):
-            return self.guard._guard
+            return self.guard.guard
         return self.guard
 
     # --- the turn's declarations --------------------------------------------------------

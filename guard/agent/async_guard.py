@@ -95,6 +95,13 @@ class AsyncGuard:
         self._guard = Guard(url, api_key, approval_sleep=self._approval_sleep, **options)
 
     @property
+    def guard(self) -> Guard:
+        """The `Guard` this wraps, the same session: for code already running in a worker
+        thread of its own (a LangGraph node declaring for the run), which may call its
+        blocking methods directly."""
+        return self._guard
+
+    @property
     def url(self) -> str:
         return self._guard.url
 

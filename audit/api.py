@@ -110,6 +110,10 @@ class AuditPolicySerializer(serializers.Serializer):
 
 class AuditRecordSerializer(serializers.Serializer):
     seq = serializers.IntegerField(help_text="Position in the team's chain, from 1; the cursor.")
+    format = serializers.IntegerField(
+        help_text="the version of the hashed document's format: 1 for records written before "
+        "it was kept (their hash does not cover `format`), 2 and later (it does)"
+    )
     id = serializers.IntegerField()
     at = serializers.CharField(help_text="ISO 8601, UTC, microseconds: 2026-12-01T09:13:04.120553Z")
     kind = serializers.ChoiceField(choices=AuditRecord.Kind.choices)
@@ -136,7 +140,7 @@ class AuditRecordSerializer(serializers.Serializer):
     )
     hash = serializers.CharField(
         help_text="lowercase hex SHA-256 of the RFC 8785 JSON of this record without `id`, "
-        "`team`, `hash` and `redacted`"
+        "`team`, `hash` and `redacted` (and `format` when it is 1)"
     )
     redacted = serializers.BooleanField(
         help_text="true: the team's retention period removed this record's content (a guard "
@@ -158,6 +162,7 @@ def record_api_document(record: AuditRecord, team_slug: str) -> dict[str, Any]:
     the team's slug, the hash and whether retention emptied it."""
     return {
         **record_document(record),
+        "format": record.format,
         "id": record.pk,
         "team": team_slug,
         "hash": record.hash,

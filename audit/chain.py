@@ -8,9 +8,16 @@ one before, so a record cannot be changed, removed or moved without breaking the
 its own or of the next.
 
 An auditor holding an API record recomputes its hash without the server: drop ``id``,
-``team``, ``hash`` and ``redacted``, and hash the canonical JSON of the rest (``teamId``
-included). A record the API marks ``redacted`` was emptied by retention (audit.retention):
-its content, and so its hash, is gone; only its place in the chain can be checked.
+``team``, ``hash`` and ``redacted`` (and ``format`` when it is 1), and hash the canonical
+JSON of the rest (``teamId`` included).
+
+``format`` is the version of this document. Records written before it was kept are format
+1, whose hash covers no ``format``; records of format 2 and later carry it inside the hash,
+so a reader knows which fields to expect before it recomputes one, and a later change of
+the document is a new number rather than a silent difference.
+
+A record the API marks ``redacted`` was emptied by retention (audit.retention): its content,
+and so its hash, is gone; only its place in the chain can be checked.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from .models import AuditRecord
 
 #: prev_hash of each team's first record
 GENESIS_PREV_HASH = ""
+#: the format new records are written in (AuditRecord.format's default)
+RECORD_FORMAT = 2
 
 
 def record_at(record: AuditRecord) -> str:
@@ -35,7 +44,8 @@ def record_at(record: AuditRecord) -> str:
 
 def record_document(record: AuditRecord) -> dict[str, Any]:
     """The hashed document of a record (which must carry its ``seq`` and ``prev_hash``)."""
-    return {
+    document: dict[str, Any] = {} if record.format < 2 else {"format": record.format}
+    return document | {
         "teamId": record.team_id,
         "seq": record.seq,
         "prevHash": record.prev_hash,

@@ -78,6 +78,10 @@ class AuditRecord(models.Model):
     #: as in the policy document's `rules`)
     rule = models.JSONField(null=True, blank=True)
     details = models.JSONField(default=dict, blank=True)
+    #: the version of the hashed document's format (audit.chain.record_document): 1 for the
+    #: records written before it was kept, whose hash covers no ``format``; from 2 on the
+    #: hash covers it (RECORD_FORMAT)
+    format = models.PositiveSmallIntegerField(default=2)
 
     # The chain, filled in by the sealer.
     seq = models.PositiveBigIntegerField(null=True, blank=True)

@@ -109,6 +109,7 @@ def test_the_hash_is_sha256_of_the_rfc8785_document_an_auditor_reads(team):
     record.refresh_from_db()
     document = json.loads(record_canonical(record))
     assert document == {
+        "format": 2,
         "teamId": team.pk,
         "seq": record.seq,
         "prevHash": record.prev_hash,
@@ -126,6 +127,21 @@ def test_the_hash_is_sha256_of_the_rfc8785_document_an_auditor_reads(team):
     }
     assert record_canonical(record) == canonical_json(document)
     assert record.hash == record_hash(record)
+
+
+def test_a_record_of_format_1_hashes_without_format_and_still_verifies(team):
+    """Records written before the format was kept (format 1) hash as they always did; the
+    chain mixes both formats."""
+    old, new = append(team, 2)
+    AuditRecord.objects.filter(pk=old.pk).update(format=1)
+    records_seal()
+    old.refresh_from_db()
+    new.refresh_from_db()
+    assert "format" not in json.loads(record_canonical(old))
+    assert json.loads(record_canonical(new))["format"] == 2
+    assert chain_verify(team=team).intact
+    AuditRecord.objects.filter(pk=new.pk).update(format=3)
+    assert chain_verify(team=team).broken.problem == "changed"
 
 
 def test_details_that_rfc8785_cannot_write_are_still_sealed_and_verified(team):

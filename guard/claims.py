@@ -19,6 +19,7 @@ __all__ = [
     "Approval",
     "IntentClaims",
     "ParentReference",
+    "ShadowPolicy",
     "StatusReference",
     "act_claim",
     "approval_claim",
@@ -26,6 +27,7 @@ __all__ = [
     "integer_claim",
     "numeric_claim",
     "parent_claim",
+    "shadow_claim",
     "status_claim",
 ]
 
@@ -177,6 +179,35 @@ def parent_claim(payload: Mapping[str, Any]) -> ParentReference | None:
     return ParentReference(jti=value["jti"], ph=value["ph"])
 
 
+@dataclass(frozen=True, slots=True)
+class ShadowPolicy:
+    """The optional ``shadow`` claim: the policy version published in shadow beside the
+    active one when the token was signed, ``{"pol": {...}, "polv": 5, "polh": "..."}``, as
+    ``pol``, ``polv`` and ``polh`` give the active one. Decided under, never enforced: the
+    guard reports where it would have answered differently (docs/decisions/0076)."""
+
+    pol: dict[str, Any]
+    polv: int
+    polh: str
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"pol": self.pol, "polv": self.polv, "polh": self.polh}
+
+
+def shadow_claim(payload: Mapping[str, Any]) -> ShadowPolicy | None:
+    """The ``shadow`` claim, None when no version was in shadow at signing."""
+    if "shadow" not in payload:
+        return None
+    value = payload["shadow"]
+    if not isinstance(value, dict) or set(value) != {"pol", "polv", "polh"}:
+        raise TokenInvalid("claim shadow is not an object with pol, polv and polh")
+    return ShadowPolicy(
+        pol=_object_claim(value, "pol"),
+        polv=integer_claim(value, "polv"),
+        polh=_string_claim(value, "polh"),
+    )
+
+
 # A chain of delegations longer than this is refused where it is made (plans.delegation) and
 # where it is read: it bounds the recursion over a token's ``act``.
 MAX_ACT_DEPTH = 8
@@ -228,6 +259,7 @@ class IntentClaims:
     cnf: str | None = None  # the jkt of the key the token is bound to (DPoP)
     parent: ParentReference | None = None  # the plan a child plan was delegated from
     act: dict[str, Any] | None = None  # a child plan's delegation chain (RFC 8693)
+    shadow: ShadowPolicy | None = None  # the policy version tried in shadow at signing
 
     def to_payload(self) -> dict[str, Any]:
         """The JSON object the control plane signs (each optional claim only when set)."""
@@ -256,6 +288,8 @@ class IntentClaims:
             payload["parent"] = self.parent.to_payload()
         if self.act is not None:
             payload["act"] = self.act
+        if self.shadow is not None:
+            payload["shadow"] = self.shadow.to_payload()
         return payload
 
     @classmethod
@@ -263,8 +297,8 @@ class IntentClaims:
         """The claims of a payload; TokenInvalid names the first missing or mistyped claim.
 
         Other members (a registered `nbf`, say) are ignored; an ``apr`` must cover the
-        token's own ``ph`` (`approval_claim`); ``status``, ``cnf``, ``parent`` and ``act``
-        are optional and typed when present. Checks types, not signatures:
+        token's own ``ph`` (`approval_claim`); ``status``, ``cnf``, ``parent``, ``act``
+        and ``shadow`` are optional and typed when present. Checks types, not signatures:
         give it only a payload whose signature verified.
         """
         return cls(
@@ -286,6 +320,7 @@ class IntentClaims:
             cnf=cnf_claim(payload),
             parent=parent_claim(payload),
             act=act_claim(payload),
+            shadow=shadow_claim(payload),
         )
 
 

@@ -29,6 +29,10 @@ A batch (camelCase on the wire)::
 * ``amounts``: on an allowed call of a step that budgets of a version-2 plan cover, what
   the call counted against each of them (budget id -> amount); sent whether or not the
   team keeps arguments, as the budget's use is the plan's own accounting.
+* ``shadow``: what the policy version published in shadow beside the active one (the
+  token's ``shadow`` claim) would have decided, sent only where it differs from
+  ``decision``: its ``decision``, its ``rule`` and its ``policyVersion``. Nothing is enforced
+  by it (docs/decisions/0076).
 * ``end``: the plan is over for the agent: ``completed`` (every required step ran),
   ``ended``, or ``token_refused`` (the guard refused the token it was given; ``reason``).
 
@@ -169,6 +173,18 @@ def event_batch_json_schema() -> dict[str, Any]:
                 "additionalProperties": {"type": "number", "minimum": 0},
                 "maxProperties": MAX_EVENT_AMOUNTS,
             },
+            "shadow": {
+                "type": "object",
+                "description": "what the policy version published in shadow would have"
+                " decided, sent only where it differs from `decision`; never enforced",
+                "properties": {
+                    "decision": {"type": "string", "enum": [code.value for code in Decision]},
+                    "rule": rule,
+                    "policyVersion": {"type": "integer", "minimum": 1},
+                },
+                "required": ["decision", "policyVersion"],
+                "additionalProperties": False,
+            },
         },
         "required": ["at", "tool", "decision"],
         "additionalProperties": False,
@@ -256,6 +272,7 @@ _EVENT_SCHEMA = _SCHEMA["properties"]["events"]["items"]
 EVENT_BATCH_KEYS = frozenset(_SCHEMA["properties"])
 EVENT_KEYS = frozenset(_EVENT_SCHEMA["properties"])
 RULE_KEYS = frozenset(_EVENT_SCHEMA["properties"]["rule"]["properties"])
+SHADOW_KEYS = frozenset(_EVENT_SCHEMA["properties"]["shadow"]["properties"])
 END_KEYS = frozenset(_SCHEMA["properties"]["end"]["properties"])
 DISPLAY_UPDATE_KEYS = frozenset(_SCHEMA["properties"]["displayUpdates"]["items"]["properties"])
 _REQUIRED_EVENT_KEYS: tuple[str, ...] = tuple(_EVENT_SCHEMA["required"])
@@ -269,6 +286,25 @@ class RuleRef:
 
     index: int | None
     description: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowAnswer:
+    """What the policy version published in shadow would have decided a call, where that
+    differs from the decision enforced."""
+
+    decision: Decision
+    policy_version: int
+    rule: RuleRef | None = None  # None: the policy was not consulted
+
+    def to_json(self) -> dict[str, Any]:
+        answer: dict[str, Any] = {
+            "decision": self.decision.value,
+            "policyVersion": self.policy_version,
+        }
+        if self.rule is not None:
+            answer["rule"] = {"index": self.rule.index, "description": self.rule.description}
+        return answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +322,9 @@ class GuardEvent:
     policy_version: int | None = None  # the version the token in force carried
     # budget id -> what this allowed call counted against it; None: no budget covers it
     amounts: dict[str, int | float] | None = None
+    #: what the shadow policy version would have decided, where it differs; None: the same,
+    #: or no shadow
+    shadow: ShadowAnswer | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,11 +372,13 @@ def guard_event_json(
     rule_description: str | None = None,
     policy_version: int | None = None,
     amounts: Mapping[str, int | float] | None = None,
+    shadow: ShadowAnswer | None = None,
 ) -> dict[str, Any]:
     """One event of a batch. A tool that is not a name (the agent can pass anything) is
     shown by its repr, and texts are cut to the limits, so the event is always accepted.
     `rule_description` None leaves the rule out (the policy was not consulted); `amounts`
-    (an allowed call's, budget id -> amount) None or empty leaves them out."""
+    (an allowed call's, budget id -> amount) None or empty leaves them out; `shadow`, the
+    shadow policy's different answer, None leaves it out."""
     text = tool if isinstance(tool, str) else repr(tool)
     event: dict[str, Any] = {
         "at": timestamp(at),
@@ -363,6 +404,13 @@ def guard_event_json(
             event["args"] = args
     if amounts:
         event["amounts"] = dict(amounts)
+    if shadow is not None:
+        shadow_json = shadow.to_json()
+        if "rule" in shadow_json:
+            shadow_json["rule"]["description"] = (
+                shadow_json["rule"]["description"] or "(no description)"
+            )[:MAX_EVENT_RULE_DESCRIPTION_LENGTH]
+        event["shadow"] = shadow_json
     return event
 
 
@@ -640,6 +688,7 @@ def _event(
     )
     if amounts is not None and decision != Decision.ALLOWED:
         errors.append(FieldError(f"{path}.amounts", "only an allowed call counts amounts"))
+    shadow = _shadow(event["shadow"], f"{path}.shadow", errors) if "shadow" in event else None
     # The isinstance checks repeat what the errors above already say, for the type checker.
     if (
         len(errors) > before
@@ -659,7 +708,33 @@ def _event(
         rule=rule,
         policy_version=policy_version,
         amounts=amounts,
+        shadow=shadow,
     )
+
+
+def _shadow(shadow: object, path: str, errors: list[FieldError]) -> ShadowAnswer | None:
+    """The shadow policy's answer to a call (``ShadowAnswer``)."""
+    if not isinstance(shadow, Mapping):
+        errors.append(FieldError(path, "expected an object"))
+        return None
+    before = len(errors)
+    unknown = shadow.keys() - SHADOW_KEYS
+    if unknown:
+        errors.extend(
+            FieldError(f"{path}.{key}", "unknown field") for key in sorted(unknown, key=str)
+        )
+    decision = shadow.get("decision")
+    if decision not in DECISION_CODES:
+        errors.append(
+            FieldError(f"{path}.decision", f"expected one of {', '.join(sorted(DECISION_CODES))}")
+        )
+    version = shadow.get("policyVersion")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        errors.append(FieldError(f"{path}.policyVersion", "expected a policy version number"))
+    rule = _rule(shadow.get("rule"), f"{path}.rule", errors)
+    if len(errors) > before or not isinstance(decision, str) or not isinstance(version, int):
+        return None
+    return ShadowAnswer(decision=Decision(decision), policy_version=version, rule=rule)
 
 
 def _amounts(

@@ -287,3 +287,62 @@ class PlanDisplayUpdate(models.Model):
 
     def __str__(self) -> str:
         return f"ACP update {self.received_at:%Y-%m-%d %H:%M:%S}"
+
+
+class ShadowDifference(models.Model):
+    """Where the policy version tried in shadow (``Policy.shadow_version``) would have
+    answered otherwise than the active one, which decided: a declaration or refresh it would
+    have refused or admitted, a call it would have blocked or allowed (docs/decisions/0076).
+    The policy page counts them over the last day; nothing here was enforced."""
+
+    team_path: ClassVar[str] = "team"
+
+    class Kind(models.TextChoices):
+        #: the active version admitted the declaration or refresh; the shadow would refuse
+        REFUSED = "shadow_refused", "would refuse"
+        #: the active version refused it; the shadow would admit it
+        ADMITTED = "shadow_admitted", "would admit"
+        #: the guard allowed the call; under the shadow it would be blocked
+        BLOCKED = "shadow_blocked", "would block"
+        #: the guard blocked the call by the active policy; the shadow would allow it
+        ALLOWED = "shadow_allowed", "would allow"
+
+    class Request(models.TextChoices):
+        DECLARATION = "declaration", "declaration"
+        REFRESH = "refresh", "refresh"
+        CALL = "call", "call"
+
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="+")
+    shadow_version = models.ForeignKey(
+        "policies.PolicyVersion", on_delete=models.PROTECT, related_name="+"
+    )
+    #: the enforced version that answered (None: unknown, as for a guard's version the
+    #: server no longer has)
+    active_version = models.ForeignKey(
+        "policies.PolicyVersion", on_delete=models.PROTECT, related_name="+", null=True
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    request = models.CharField(max_length=16, choices=Request.choices)
+    at = models.DateTimeField(default=timezone.now)
+    #: the plan (empty for a refused declaration, which made none)
+    plan_id = models.CharField(max_length=26, blank=True)
+    agent_id = models.CharField(max_length=26, blank=True)
+    #: the call's tool, or for a declaration or refresh the first step's tool the two
+    #: versions answer differently
+    tool = models.CharField(max_length=64, blank=True)
+    step = models.PositiveSmallIntegerField(null=True, blank=True, help_text="from 0")
+    #: what the active version answered (``allowed``, ``policy_denied``...)
+    code = models.CharField(max_length=64)
+    #: what the shadow version would have answered
+    shadow_code = models.CharField(max_length=64)
+    #: the shadow version's rule that decided: {"index": n | None, "description": "..."}
+    rule = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [
+            models.Index(fields=["shadow_version", "kind", "at"], name="shadow_difference_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.tool}"

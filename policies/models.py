@@ -10,10 +10,11 @@ from django.db.models import OuterRef, Subquery
 
 class PolicyVersionQuerySet(models.QuerySet["PolicyVersion"]):
     def of_policy_newest_first(self, policy: Policy | int | OuterRef) -> Self:
-        """The policy's versions, the active one first: a policy's active version is its
-        newest. Every read of "the active version" starts here."""
+        """The policy's enforced versions, the active one first: a policy's active version
+        is its newest version not published in shadow. Every read of "the active version"
+        starts here."""
         policy_id = policy.pk if isinstance(policy, Policy) else policy
-        return self.filter(policy_id=policy_id).order_by("-number")
+        return self.filter(policy_id=policy_id, shadow=False).order_by("-number")
 
 
 class ActiveVersionAnnotations(TypedDict):
@@ -47,6 +48,18 @@ class Policy(models.Model):
     slug = models.SlugField(max_length=64)
     description = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    #: the version tried in shadow now (one published with ``shadow``): issuance, refresh
+    #: and the guard decide under it beside the active version and record where it would
+    #: have answered differently, enforcing only the active one. Cleared when it is
+    #: withdrawn or promoted; the versions themselves are never updated.
+    shadow_version = models.ForeignKey(
+        "PolicyVersion",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        limit_choices_to={"shadow": True},
+    )
 
     objects = PolicyQuerySet.as_manager()
 
@@ -73,6 +86,10 @@ class PolicyVersion(models.Model):
     comment = models.CharField(max_length=500, blank=True)
     created_by = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    #: published in shadow: never the active version, whatever its number (which follows
+    #: the policy's others); decided under while the policy's ``shadow_version`` names it
+    #: (docs/decisions/0076)
+    shadow = models.BooleanField(default=False)
 
     objects = PolicyVersionQuerySet.as_manager()
 

@@ -13,7 +13,7 @@ from kernel.problems import Code, DomainError
 from teams.models import Team
 
 from .models import Policy, PolicyVersion
-from .selectors import policy_active_version
+from .selectors import policy_active_version, policy_next_version_number
 
 
 def policy_document_validate(document: object) -> dict:
@@ -104,7 +104,7 @@ def _publish(
         return current, False
     version = PolicyVersion.objects.create(
         policy=policy,
-        number=(current.number if current is not None else 0) + 1,
+        number=policy_next_version_number(policy=policy),
         document=normalized,
         hash=digest,
         comment=comment,

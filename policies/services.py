@@ -13,7 +13,11 @@ from kernel.problems import Code, DomainError
 from teams.models import Team
 
 from .models import Policy, PolicyVersion
-from .selectors import policy_active_version, policy_next_version_number
+from .selectors import (
+    policy_active_version,
+    policy_next_version_number,
+    policy_shadow_version,
+)
 
 
 def policy_document_validate(document: object) -> dict:
@@ -114,13 +118,17 @@ def _publish(
 
 
 def _policy_change_record(
-    policy: Policy, version: PolicyVersion, action: str, changes: dict[str, list[Any]]
+    policy: Policy,
+    version: PolicyVersion,
+    action: str,
+    changes: dict[str, list[Any]],
+    extra: dict[str, Any] | None = None,
 ) -> None:
-    """One record of a policy's change; a publication names the version's author, comment
-    and hash, which the version keeps too."""
-    extra: dict[str, Any] = {}
-    if "version" in changes:
-        extra = {"author": version.created_by, "comment": version.comment, "hash": version.hash}
+    """One record of a policy's change; a publication (in shadow too) names the version's
+    author, comment and hash, which the version keeps too."""
+    extra = dict(extra or {})
+    if "version" in changes or changes.get("shadow_version", [None, None])[1] == version.number:
+        extra |= {"author": version.created_by, "comment": version.comment, "hash": version.hash}
     change_append(
         team=policy.team_id,
         object_type="policy",
@@ -143,10 +151,15 @@ def policy_set(
     created_by: str = "",
     description: str | None = None,
     expected_base: int | _AnyBase | None = ANY_BASE,
+    shadow: bool = False,
 ) -> PolicyVersion:
     """Create the policy with ``document`` as version 1, or publish its next version. A
     refusal writes nothing, the new policy row included. One record in the team's activity
-    log says what changed (the policy created, its description, the version published)."""
+    log says what changed (the policy created, its description, the version published).
+
+    With ``shadow`` the document is published in shadow instead (``policy_shadow_publish``,
+    ``expected_base`` unused): the active version stays; a new policy is refused (there is
+    nothing to try it beside)."""
     with transaction.atomic():
         policy, created = Policy.objects.get_or_create(team=team, slug=slug)
         changes: dict[str, list[Any]] = {}
@@ -154,14 +167,24 @@ def policy_set(
             changes["description"] = [None if created else policy.description, description]
             policy.description = description
             policy.save(update_fields=["description"])
-        version, published = _publish(
+        if shadow:
+            version, published = _shadow_publish(
+                policy=policy, document=document, comment=comment, created_by=created_by
+            )
+            if published:
+                changes.update(published)
+            if changes:
+                action = SHADOW_PUBLISHED if published else "updated"
+                _policy_change_record(policy, version, action, changes)
+            return version
+        version, was_published = _publish(
             policy=policy,
             document=document,
             comment=comment,
             created_by=created_by,
             expected_base=expected_base,
         )
-        if published:
+        if was_published:
             changes.update(_version_change(version))
         if changes:
             action = "created" if created else "published" if "version" in changes else "updated"
@@ -193,3 +216,154 @@ def policy_version_republish(
         created_by=created_by,
         expected_base=expected_base,
     )
+
+
+#: the activity records' actions of a policy's shadow
+SHADOW_PUBLISHED = "published in shadow"
+SHADOW_WITHDRAWN = "shadow withdrawn"
+SHADOW_PROMOTED = "shadow promoted"
+
+
+def promote_comment(shadow: PolicyVersion) -> str:
+    """The comment of the active version a promotion publishes: which shadow it was."""
+    return f"promoted from shadow v{shadow.number}"
+
+
+def _no_shadow(policy: Policy, path: str) -> DomainError:
+    return DomainError(
+        Code.INVALID_REQUEST,
+        "No version of this policy is tried in shadow.",
+        errors=[FieldError(path, f"{policy.slug} has no shadow version now.")],
+    )
+
+
+def _locked(policy: Policy) -> Policy:
+    """The policy's row, locked: versions are numbered and the shadow replaced one at a
+    time, and ``shadow_version`` is read as it is now, not as the caller loaded it."""
+    locked = Policy.objects.select_for_update().get(pk=policy.pk)
+    policy.shadow_version_id = locked.shadow_version_id
+    return locked
+
+
+def _shadow_publish(
+    *, policy: Policy, document: object, comment: str, created_by: str
+) -> tuple[PolicyVersion, dict[str, list[Any]]]:
+    """``policy_shadow_publish`` without its record: the shadow version afterwards, and the
+    change (empty when the document is the current shadow's, so nothing was published)."""
+    normalized = policy_document_validate(document)
+    digest = policy_hash(normalized)
+    _locked(policy)
+    if policy_active_version(policy=policy) is None:
+        raise DomainError(
+            Code.INVALID_REQUEST,
+            "Nothing of this policy is published yet.",
+            errors=[
+                FieldError(
+                    "shadow",
+                    "A shadow version is tried beside the active one: publish a first "
+                    "version, then try changes in shadow.",
+                )
+            ],
+        )
+    previous = policy_shadow_version(policy=policy)
+    if previous is not None and previous.hash == digest:
+        return previous, {}
+    version = PolicyVersion.objects.create(
+        policy=policy,
+        number=policy_next_version_number(policy=policy),
+        document=normalized,
+        hash=digest,
+        comment=comment,
+        created_by=created_by,
+        shadow=True,
+    )
+    policy.shadow_version = version
+    policy.save(update_fields=["shadow_version"])
+    return version, {"shadow_version": [previous.number if previous else None, version.number]}
+
+
+def policy_shadow_publish(
+    *, policy: Policy, document: object, comment: str = "", created_by: str = ""
+) -> PolicyVersion:
+    """Validate ``document`` and publish it in shadow: a new version (numbered after the
+    policy's others) that issuance, refresh and the guard decide under beside the active
+    one, recording where it would answer otherwise, enforcing nothing. It replaces the
+    shadow tried before; the active version does not change. The same document as the
+    current shadow publishes nothing and returns that shadow. Refused (``invalid_request``
+    at ``shadow``) while nothing is published. One record in the team's activity log."""
+    with transaction.atomic():
+        version, changes = _shadow_publish(
+            policy=policy, document=document, comment=comment, created_by=created_by
+        )
+        if changes:
+            _policy_change_record(policy, version, SHADOW_PUBLISHED, changes)
+    return version
+
+
+def policy_shadow_withdraw(*, policy: Policy, by: str) -> PolicyVersion:
+    """Stop trying the policy's shadow version; return it. The version stays (differences
+    recorded under it point at it) and the active version does not change. Refused
+    (``invalid_request`` at ``shadow_version``) when there is no shadow. ``by`` (who
+    withdrew it) is kept in the activity record beside the door's actor."""
+    with transaction.atomic():
+        _locked(policy)
+        shadow = policy_shadow_version(policy=policy)
+        if shadow is None:
+            raise _no_shadow(policy, "shadow_version")
+        policy.shadow_version = None
+        policy.save(update_fields=["shadow_version"])
+        _policy_change_record(
+            policy,
+            shadow,
+            SHADOW_WITHDRAWN,
+            {"shadow_version": [shadow.number, None]},
+            extra={"by": by},
+        )
+    return shadow
+
+
+def policy_shadow_promote(
+    *,
+    policy: Policy,
+    created_by: str,
+    expected_base: int | _AnyBase | None = ANY_BASE,
+    expected_shadow: int | None = None,
+) -> PolicyVersion:
+    """Publish the shadow version's document as the policy's next active version, through
+    the usual publication (``policy_version_publish``: validated, numbered, recorded, with
+    its "published meanwhile" check against ``expected_base``), commented "promoted from
+    shadow vN", and stop trying it in shadow. Return the active version (the current one
+    when its document is the shadow's: then nothing new is published).
+
+    ``expected_shadow`` is the shadow version number the caller reviewed: a shadow replaced
+    since is refused (``invalid_request`` at ``expected_shadow``), as is no shadow at all."""
+    with transaction.atomic():
+        _locked(policy)
+        shadow = policy_shadow_version(policy=policy)
+        if shadow is None:
+            raise _no_shadow(policy, "shadow_version")
+        if expected_shadow is not None and expected_shadow != shadow.number:
+            raise DomainError(
+                Code.INVALID_REQUEST,
+                "Another version is tried in shadow now.",
+                errors=[
+                    FieldError(
+                        "expected_shadow",
+                        f"Version {shadow.number} replaced shadow version {expected_shadow}: "
+                        "review it before promoting it.",
+                    )
+                ],
+            )
+        active = policy_version_publish(
+            policy=policy,
+            document=shadow.document,
+            comment=promote_comment(shadow),
+            created_by=created_by,
+            expected_base=expected_base,
+        )
+        policy.shadow_version = None
+        policy.save(update_fields=["shadow_version"])
+        _policy_change_record(
+            policy, active, SHADOW_PROMOTED, {"shadow_version": [shadow.number, None]}
+        )
+    return active

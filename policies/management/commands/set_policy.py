@@ -30,9 +30,23 @@ class Command(AuditedCommand):
             help="refuse (publish nothing, exit 1) when the document names a role or group "
             "the team does not have; without it these are warnings on stderr",
         )
+        parser.add_argument(
+            "--shadow",
+            action="store_true",
+            help="publish in shadow: decided under beside the active version and recorded "
+            "where it answers otherwise, never enforced; the active version stays",
+        )
 
     def handle(
-        self, *args, slug: str, file: Path, team: str, comment: str, strict: bool, **options
+        self,
+        *args,
+        slug: str,
+        file: Path,
+        team: str,
+        comment: str,
+        strict: bool,
+        shadow: bool = False,
+        **options,
     ) -> None:
         try:
             document = json.loads(file.read_text())
@@ -50,6 +64,7 @@ class Command(AuditedCommand):
                     document=document,
                     comment=comment,
                     created_by="set_policy",
+                    shadow=shadow,
                 )
                 warnings = policy_reference_warnings(team=team_row, document=version.document)
                 for warning in warnings:
@@ -63,6 +78,11 @@ class Command(AuditedCommand):
         except DomainError as exc:
             details = "; ".join(f"{error.path}: {error.detail}" for error in exc.errors)
             raise CommandError(f"{exc.detail} {details}") from exc
-        self.stdout.write(
-            json.dumps({"policy": slug, "version": version.number, "hash": version.hash})
-        )
+        answer: dict[str, object] = {
+            "policy": slug,
+            "version": version.number,
+            "hash": version.hash,
+        }
+        if shadow:
+            answer["shadow"] = True
+        self.stdout.write(json.dumps(answer))

@@ -42,7 +42,10 @@ from kernel.json_format import pretty_json
 from members.models import email_normalize
 from teams.models import running_agents_stop_within
 
-from . import admin_keys  # noqa: F401  (registers SigningKeyAdmin)
+from . import (
+    admin_keys,  # noqa: F401  (registers SigningKeyAdmin)
+    admin_shadow,  # noqa: F401  (registers ShadowDifferenceAdmin)
+)
 from .admin_decisions import AgentChoiceFilter, SuggestedToolFilter
 from .admin_display import (
     approval_html,

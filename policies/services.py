@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.db import transaction
@@ -227,6 +228,16 @@ SHADOW_PROMOTED = "shadow promoted"
 def promote_comment(shadow: PolicyVersion) -> str:
     """The comment of the active version a promotion publishes: which shadow it was."""
     return f"promoted from shadow v{shadow.number}"
+
+
+_PROMOTED = re.compile(r"promoted from shadow v(\d+)")
+
+
+def promoted_from(version: PolicyVersion) -> int | None:
+    """The number of the shadow version ``version`` was promoted from (by its comment, as
+    ``promote_comment`` writes it), or None."""
+    match = None if version.shadow else _PROMOTED.fullmatch(version.comment)
+    return int(match.group(1)) if match else None
 
 
 def _no_shadow(policy: Policy, path: str) -> DomainError:

@@ -34,11 +34,12 @@ from kernel.problems import Code, DomainError
 from members.models import Agent
 from policies.models import Policy, PolicyVersion
 from policies.references import policy_reference_warnings
-from policies.selectors import policy_active_version
+from policies.selectors import policy_active_version, policy_shadow_version
 from policies.services import ANY_BASE, policy_document_validate, policy_set
 
 from . import admin_versions  # noqa: F401 (registers the versions' admin)
 from .admin_preview import impact_preview_response
+from .admin_shadow import shadow_marks, shadow_section
 from .admin_simulator import DraftSimulatorMixin, simulate_draft_button, simulator_link
 from .impact import PolicyImpact, policy_impact
 
@@ -72,6 +73,16 @@ class PolicyForm(ServiceModelForm):
         widget=forms.TextInput(attrs={"size": 80}),
     )
 
+    publish_in_shadow = forms.BooleanField(
+        required=False,
+        label="Publish in shadow",
+        help_text=(
+            "Try it beside the active version first: plans and calls are also decided under "
+            "it and the policy page counts where it would answer otherwise, but only the "
+            "active version is enforced. Promote it from the policy page."
+        ),
+    )
+
     # The version the editor started from: saving over a version published meanwhile
     # (another admin, `set_policy`) would silently drop that change.
     base_version = forms.IntegerField(required=False, widget=forms.HiddenInput)
@@ -99,6 +110,8 @@ class PolicyForm(ServiceModelForm):
         self.fields["base_version"].initial = self.current.number if self.current else None
         self.parsed_document: object = None
         self.published_version: PolicyVersion | None = None
+        #: the version published in shadow by this save
+        self.shadow_published: PolicyVersion | None = None
         #: what the document would refuse, when it is held for the admin to review
         self.impact: PolicyImpact | None = None
         self.impact_hash = ""
@@ -113,7 +126,26 @@ class PolicyForm(ServiceModelForm):
             ) from exc
         return text
 
+    @property
+    def in_shadow(self) -> bool:
+        return bool(self.cleaned_data.get("publish_in_shadow")) and self.instance.pk is not None
+
     def save_through_service(self) -> Policy:
+        if self.in_shadow:
+            # Nothing is enforced in shadow, so there is no impact to review first.
+            previous = self.instance.shadow_version_id
+            version = policy_set(
+                team=self.instance.team,
+                slug=self.instance.slug,
+                document=self.parsed_document,
+                comment=self.cleaned_data.get("comment", ""),
+                created_by=self.created_by,
+                description=self.instance.description,
+                shadow=True,
+            )
+            if version.pk != previous:
+                self.shadow_published = version
+            return version.policy
         if self.impact_first and self.held_for_impact_review():
             return self.instance
         adding = self.instance._state.adding
@@ -151,6 +183,9 @@ class PolicyForm(ServiceModelForm):
         return True
 
     def add_domain_error(self, exc: DomainError) -> None:
+        if any(error.path == "shadow" for error in exc.errors):
+            self.add_error("publish_in_shadow", [error.detail for error in exc.errors])
+            return
         if exc.code == Code.INVALID_POLICY:
             errors = [f"{error.path or '(document)'}: {error.detail}" for error in exc.errors]
             if len(errors) > MAX_ERRORS_SHOWN:
@@ -181,6 +216,7 @@ class PolicyAdmin(DraftSimulatorMixin, ServiceSavedAdmin, PlangateModelAdmin):
     search_fields = ["slug", "description"]
     list_select_related = ["team"]
     ordering = ["team", "slug"]
+    change_form_template = "admin/policies/policy/change_form.html"
 
     def get_queryset(self, request):
         return (
@@ -221,6 +257,11 @@ class PolicyAdmin(DraftSimulatorMixin, ServiceSavedAdmin, PlangateModelAdmin):
                         # A draft is simulated by those who edit it (the form posts it).
                         *(["draft_simulator"] if self.has_change_permission(request, obj) else []),
                         "comment",
+                        *(
+                            ["publish_in_shadow"]
+                            if self.has_change_permission(request, obj)
+                            else []
+                        ),
                         "base_version",
                     ]
                 },
@@ -275,13 +316,17 @@ class PolicyAdmin(DraftSimulatorMixin, ServiceSavedAdmin, PlangateModelAdmin):
 
     @admin.display(description="versions")
     def version_history(self, policy: Policy) -> str:
-        versions = policy.versions.order_by("-number")
+        versions = list(policy.versions.order_by("-number"))
+        marks = shadow_marks(policy, versions)
         rows = format_html_join(
             "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            "<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
             (
                 (
                     admin_link(version, f"v{version.number}"),
+                    format_html(' <span class="plangate-badge warn">{}</span>', marks[version.pk])
+                    if version.pk in marks
+                    else "",
                     f"{version.created_at:%Y-%m-%d %H:%M} UTC",
                     version.created_by or "—",
                     version.comment or "—",
@@ -317,10 +362,18 @@ class PolicyAdmin(DraftSimulatorMixin, ServiceSavedAdmin, PlangateModelAdmin):
             return impact_preview_response(self, request, form)
         return response
 
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None:
+            context["shadow"] = shadow_section(request, obj)
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
     def save_model(self, request: HttpRequest, obj: Policy, form: PolicyForm, change: bool) -> None:
         # The form's policy_set published (or found the document unchanged); say which, as
         # the one message of the save (``message_user`` leaves out Django's own).
         version = form.published_version
+        if form.in_shadow:
+            self._answer_shadow_save(request, obj, form)
+            return
         if version is None:
             # Unchanged means equal to the active version, so there is one.
             current = cast(PolicyVersion, form.current)
@@ -346,6 +399,31 @@ class PolicyAdmin(DraftSimulatorMixin, ServiceSavedAdmin, PlangateModelAdmin):
                 messages.WARNING,
             )
 
+    def _answer_shadow_save(self, request: HttpRequest, obj: Policy, form: PolicyForm) -> None:
+        shadow = form.shadow_published or policy_shadow_version(policy=obj)
+        assert shadow is not None  # published now, or the same document as the shadow's
+        active = policy_active_version(policy=obj)
+        stays = f" Version {active.number} stays active." if active else ""
+        if form.shadow_published is None:
+            self.message_user(
+                request,
+                f"The document is the same as shadow version {shadow.number}: nothing was "
+                f"published.{stays}",
+            )
+        else:
+            self.message_user(
+                request,
+                f"Published {obj.slug} version {shadow.number} in shadow: decided under beside "
+                f"the active version and never enforced.{stays}",
+            )
+        setattr(request, SAVE_ANSWERED, True)
+        for warning in policy_reference_warnings(team=obj.team, document=shadow.document):
+            self.message_user(
+                request,
+                f"{warning}: the rule matches no member until the team has it.",
+                messages.WARNING,
+            )
+
     def message_user(self, request: HttpRequest, message, level=messages.INFO, *args, **kwargs):
         # After a save, Django adds "The policy “x” was changed successfully.", which said
         # "changed" of a document that was not (next to save_model's own answer).
@@ -355,8 +433,17 @@ class PolicyAdmin(DraftSimulatorMixin, ServiceSavedAdmin, PlangateModelAdmin):
 
     def construct_change_message(self, request, form: forms.Form, formsets, add=False):
         version = cast(PolicyForm, form).published_version  # self.form is PolicyForm
+        shadow = cast(PolicyForm, form).shadow_published
         parts = []
-        if version is not None:
+        if shadow is not None:
+            parts.append(
+                f"Published version {shadow.number} in shadow"
+                + (f": {shadow.comment}" if shadow.comment else "")
+                + "."
+            )
+        elif cast(PolicyForm, form).in_shadow:
+            parts.append("Document unchanged: no version published in shadow.")
+        elif version is not None:
             parts.append(
                 f"Published version {version.number}"
                 + (f": {version.comment}" if version.comment else "")

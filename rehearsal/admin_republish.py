@@ -3,7 +3,11 @@ the version's page. It publishes the old document as the next version through
 ``policy_version_republish`` (validated, numbered and recorded like any publication), after
 a confirmation page that shows what an edit's preview shows (``admin_preview``'s
 ``impact_context`` and its template include): the live plans the document would refuse and
-why, the rules that could never take effect, and the diff from the active version."""
+why, the rules that could never take effect, and the diff from the active version.
+
+"Promote" on the version tried in shadow is the same flow with the shadow's document
+(``policy_shadow_promote``, which also stops trying it in shadow); "Withdraw" stops trying it
+(``policy_shadow_withdraw``). The policy page's shadow section links to both."""
 
 from __future__ import annotations
 
@@ -20,7 +24,11 @@ from kernel.problems import DomainError
 from policies.models import PolicyVersion
 from policies.references import policy_reference_warnings
 from policies.selectors import policy_active_version
-from policies.services import policy_version_republish
+from policies.services import (
+    policy_shadow_promote,
+    policy_shadow_withdraw,
+    policy_version_republish,
+)
 
 from .admin_preview import impact_context
 from .impact import policy_impact
@@ -35,19 +43,158 @@ class RepublishForm(forms.Form):
     )
 
 
+class PromoteForm(forms.Form):
+    # The active version the page showed the change from: a version published since is
+    # not silently published over (the service's "published meanwhile" check).
+    base_version = forms.IntegerField(required=False, widget=forms.HiddenInput, label="")
+
+
+#: the actions on the version tried in shadow
+SHADOW_ACTIONS = ("promote_shadow", "withdraw_shadow")
+
+
 class RepublishActionMixin(admin.ModelAdmin):
-    """For the PolicyVersion admin, listed before its base: the action, who may run it
-    (those who may change policies; never an auditor) and on which versions (not the
-    active one, which is already the newest)."""
+    """For the PolicyVersion admin, listed before its base: the actions, who may run them
+    (those who may change policies; never an auditor) and on which versions: publishing
+    again, not the active one (already the newest) nor the shadow (promote it instead);
+    promoting and withdrawing, only the version tried in shadow now."""
 
     def has_publish_permission(self, request: HttpRequest, obj=None) -> bool:
         return request.user.has_perm("policies.change_policy")
 
     def object_action_available(self, obj: PolicyVersion, action_name: str) -> bool:
+        if action_name in SHADOW_ACTIONS:
+            return obj.policy.shadow_version_id == obj.pk
         if action_name != "publish_again":
             return True
+        if obj.policy.shadow_version_id == obj.pk:
+            return False
         active = policy_active_version(policy=obj.policy_id)
         return active is not None and active.pk != obj.pk
+
+    def _the_shadow(
+        self, request: HttpRequest, queryset: QuerySet[PolicyVersion]
+    ) -> PolicyVersion | None:
+        """The one selected version, when it is tried in shadow now; else None, said."""
+        versions = list(queryset.select_related("policy", "policy__team")[:2])
+        if len(versions) != 1:
+            self.message_user(request, "Choose one shadow version.", messages.ERROR)
+            return None
+        version = versions[0]
+        if version.policy.shadow_version_id != version.pk:
+            self.message_user(
+                request,
+                f"{version} is not tried in shadow now: nothing was changed.",
+                messages.ERROR,
+            )
+            return None
+        return version
+
+    @admin.action(description="Promote the selected shadow version", permissions=["publish"])
+    def promote_shadow(
+        self, request: HttpRequest, queryset: QuerySet[PolicyVersion], next_url: str = ""
+    ) -> HttpResponse | None:
+        version = self._the_shadow(request, queryset)
+        if version is None:
+            return redirect_after_action(request)
+        policy = version.policy
+        current = policy_active_version(policy=policy)
+        form = action_form(request, PromoteForm)
+        if not form.is_bound:
+            form.fields["base_version"].initial = current.number if current else None
+        number = policy.versions.order_by("-number").values_list("number", flat=True).first()
+        confirmation = confirm_action(
+            self,
+            request,
+            queryset,
+            action="promote_shadow",
+            next_url=next_url,
+            title=f"Promote {policy.slug} shadow version {version.number}",
+            question=(
+                f"Publish the document of shadow version {version.number} as version "
+                f"{(number or 0) + 1}, the active version of {policy.slug}, and stop trying "
+                "it in shadow? Agents using it get it with their next plan or refresh."
+            ),
+            button="Promote",
+            form=form,
+            template="admin/policies/policyversion/confirm_republish.html",
+            extra_context=lambda: _impact_details(version, current),
+        )
+        if confirmation is not None:
+            return confirmation
+        try:
+            published = policy_shadow_promote(
+                policy=policy,
+                created_by=request.user.get_username(),
+                expected_base=form.cleaned_data["base_version"],
+                expected_shadow=version.number,
+            )
+        except DomainError as exc:
+            details = "; ".join(f"{error.path}: {error.detail}" for error in exc.errors)
+            self.message_user(request, f"{exc.detail} {details}".strip(), messages.ERROR)
+            return redirect_after_action(request)
+        if current is not None and published.pk == current.pk:
+            self.message_user(
+                request,
+                f"Shadow version {version.number}'s document is already the active one "
+                f"(version {current.number}): nothing was published, and no version is "
+                "tried in shadow now.",
+                messages.WARNING,
+            )
+            return redirect_after_action(request)
+        self.log_change(
+            request, policy, f"Published version {published.number}: {published.comment}."
+        )
+        self.message_user(
+            request,
+            f"Published {policy.slug} version {published.number} from shadow version "
+            f"{version.number}; no version is tried in shadow now. Agents using it get it "
+            "with their next plan or refresh.",
+        )
+        return HttpResponseRedirect(
+            reverse("admin:policies_policyversion_change", args=[published.pk])
+        )
+
+    @admin.action(description="Withdraw the selected shadow version", permissions=["publish"])
+    def withdraw_shadow(
+        self, request: HttpRequest, queryset: QuerySet[PolicyVersion], next_url: str = ""
+    ) -> HttpResponse | None:
+        version = self._the_shadow(request, queryset)
+        if version is None:
+            return redirect_after_action(request)
+        policy = version.policy
+        current = policy_active_version(policy=policy)
+        confirmation = confirm_action(
+            self,
+            request,
+            queryset,
+            action="withdraw_shadow",
+            next_url=next_url,
+            title=f"Withdraw {policy.slug} shadow version {version.number}",
+            question=(
+                f"Stop trying version {version.number} in shadow? "
+                + (f"Version {current.number} stays active; " if current else "")
+                + "the differences it recorded stay listed."
+            ),
+            button="Withdraw",
+        )
+        if confirmation is not None:
+            return confirmation
+        try:
+            policy_shadow_withdraw(policy=policy, by=request.user.get_username())
+        except DomainError as exc:
+            details = "; ".join(f"{error.path}: {error.detail}" for error in exc.errors)
+            self.message_user(request, f"{exc.detail} {details}".strip(), messages.ERROR)
+            return redirect_after_action(request)
+        self.log_change(request, policy, f"Withdrew shadow version {version.number}.")
+        self.message_user(
+            request,
+            f"Withdrew {policy.slug} shadow version {version.number}; no version is tried in "
+            "shadow now.",
+        )
+        return redirect_after_action(request) or HttpResponseRedirect(
+            reverse("admin:policies_policy_change", args=[policy.pk])
+        )
 
     @admin.action(description="Publish the selected version again", permissions=["publish"])
     def publish_again(

@@ -17,6 +17,7 @@ from policies.selectors import policy_active_version
 
 from .admin_preview import document_diff_html, rules_table_html
 from .admin_republish import RepublishActionMixin
+from .admin_shadow import shadow_marks
 from .admin_simulator import SimulatorMixin, simulator_link
 
 
@@ -27,13 +28,18 @@ class PolicyVersionAdmin(
     """Published versions: read-only for everyone, superusers included. An old one can be
     published again as the newest (``RepublishActionMixin``), by those who edit policies."""
 
-    actions = ["publish_again"]
-    object_actions = {"publish_again": "Publish this version again"}
+    actions = ["publish_again", "promote_shadow", "withdraw_shadow"]
+    object_actions = {
+        "publish_again": "Publish this version again",
+        "promote_shadow": "Promote",
+        "withdraw_shadow": "Withdraw from shadow",
+    }
 
     list_display = [
         "__str__",
         "policy",
         "number",
+        "shadow",
         "short_hash",
         "comment",
         "created_by",
@@ -90,6 +96,10 @@ class PolicyVersionAdmin(
         active = policy_active_version(policy=version.policy_id)
         if active is not None and active.pk == version.pk:
             parts.append("this is the active version")
+        elif version.policy.shadow_version_id == version.pk:
+            parts.append("this version is tried in shadow now")
+        elif version.shadow:
+            parts.append(shadow_marks(version.policy, version.policy.versions.all())[version.pk])
         return format_html_join(" · ", "{}", ((part,) for part in parts))
 
     @admin.display(description="simulator")

@@ -45,7 +45,7 @@ class PolicyVersionAdmin(
         "created_by",
         "published",
     ]
-    list_filter = [("policy", admin.RelatedOnlyFieldListFilter), "created_at"]
+    list_filter = [("policy", admin.RelatedOnlyFieldListFilter), "shadow", "created_at"]
     search_fields = ["policy__slug", "=hash", "comment", "created_by"]
     list_select_related = ["policy", "policy__team"]
     fields: ClassVar[tuple[str, ...]] = (

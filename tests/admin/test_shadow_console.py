@@ -272,3 +272,11 @@ def test_the_list_is_scoped_to_the_users_teams(other_team_admin, shadow, other_t
     ours = ShadowDifference.objects.get(tool="ours")
     change = reverse("admin:plans_shadowdifference_change", args=[ours.pk])
     assert client.get(change).status_code in (302, 404)
+
+
+def test_the_versions_list_filters_shadow_versions(auditor_client, shadow):
+    url = reverse("admin:policies_policyversion_changelist") + "?shadow__exact=1"
+
+    listed = auditor_client.get(url)
+
+    assert [version.pk for version in listed.context["cl"].result_list] == [shadow.pk]

@@ -25,6 +25,7 @@ from django.utils.html import format_html, format_html_join
 from kernel.json_format import readable_json
 from policies.models import PolicyVersion
 from policies.references import policy_reference_warnings, policy_rule_findings
+from policies.selectors import policy_next_version_number
 
 from .impact import AffectedPlan, PolicyImpact, WarnedPlan
 
@@ -139,6 +140,8 @@ def impact_preview_response(
     policy = impact.policy
     current = form.current
     assert current is not None  # only an edit of a published policy is held
+    # The next number, shadow versions counted (they are numbered with the others).
+    number = policy_next_version_number(policy=policy)
     carried = [
         (name, value)
         for name, values in request.POST.lists()
@@ -151,15 +154,15 @@ def impact_preview_response(
     )
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": f"Publish {policy.slug} version {current.number + 1}?",
+        "title": f"Publish {policy.slug} version {number}?",
         "opts": opts,
         "original": policy,
         **impact_context(
             impact,
             active=current,
-            new_label=f"{policy.slug} v{current.number + 1} (this change)",
+            new_label=f"{policy.slug} v{number} (this change)",
         ),
-        "next_number": current.number + 1,
+        "next_number": number,
         "current": current,
         "carried": carried,
         "confirm_hash": form.impact_hash,

@@ -23,7 +23,7 @@ from kernel.admin_actions import action_form, confirm_action, redirect_after_act
 from kernel.problems import DomainError
 from policies.models import PolicyVersion
 from policies.references import policy_reference_warnings
-from policies.selectors import policy_active_version
+from policies.selectors import policy_active_version, policy_next_version_number
 from policies.services import (
     policy_shadow_promote,
     policy_shadow_withdraw,
@@ -102,7 +102,6 @@ class RepublishActionMixin(admin.ModelAdmin):
         form = action_form(request, PromoteForm)
         if not form.is_bound:
             form.fields["base_version"].initial = current.number if current else None
-        number = policy.versions.order_by("-number").values_list("number", flat=True).first()
         confirmation = confirm_action(
             self,
             request,
@@ -112,8 +111,9 @@ class RepublishActionMixin(admin.ModelAdmin):
             title=f"Promote {policy.slug} shadow version {version.number}",
             question=(
                 f"Publish the document of shadow version {version.number} as version "
-                f"{(number or 0) + 1}, the active version of {policy.slug}, and stop trying "
-                "it in shadow? Agents using it get it with their next plan or refresh."
+                f"{policy_next_version_number(policy=policy)}, the active version of "
+                f"{policy.slug}, and stop trying it in shadow? Agents using it get it with "
+                "their next plan or refresh."
             ),
             button="Promote",
             form=form,
@@ -218,7 +218,7 @@ class RepublishActionMixin(admin.ModelAdmin):
             question=(
                 f"Publish the document of version {version.number} as the newest version of "
                 f"{policy.slug}"
-                + (f" (version {current.number + 1})" if current else "")
+                + f" (version {policy_next_version_number(policy=policy)})"
                 + "? Agents using it get it with their next plan or refresh."
             ),
             button="Publish again",
@@ -274,7 +274,7 @@ def _impact_details(version: PolicyVersion, current: PolicyVersion | None) -> di
         impact = policy_impact(policy=policy, document=version.document)
     except DomainError:
         return {"warning": "This document is no longer valid: publishing it will be refused."}
-    number = current.number + 1 if current is not None else 1
+    number = policy_next_version_number(policy=policy)
     return impact_context(
         impact,
         active=current,

@@ -41,7 +41,7 @@ from kernel.problems import Code, DomainError
 from members.models import Member
 from plans.services import plan_document_validate
 from policies.models import Policy, PolicyVersion
-from policies.selectors import policy_active_version
+from policies.selectors import policy_next_version_number
 from policies.services import policy_document_validate
 
 from .impact import RefusedStep, member_role_and_groups
@@ -87,11 +87,10 @@ def policy_draft(*, policy: Policy, document: object) -> PolicyDraft:
     """``document`` as ``policy``'s next version, unpublished. DomainError
     ``invalid_policy`` (with paths) for a document that publishing would refuse."""
     normalized = policy_document_validate(document)
-    current = policy_active_version(policy=policy)
     return PolicyDraft(
         policy=policy,
         document=normalized,
-        number=current.number + 1 if current is not None else 1,
+        number=policy_next_version_number(policy=policy),
         hash=policy_hash(normalized),
     )
 

@@ -164,6 +164,7 @@ def test_promote_goes_through_the_preview_then_publishes_and_clears(team_admin_c
     page = preview.content.decode()
     assert 'id="impact-preview"' in page
     assert "as version 3, the active version" in page
+    assert "default v3 (the document of v2)" in page
     assert PolicyVersion.objects.filter(policy=policy).count() == 2
     form = {
         "action": "promote_shadow",
@@ -280,3 +281,21 @@ def test_the_versions_list_filters_shadow_versions(auditor_client, shadow):
     listed = auditor_client.get(url)
 
     assert [version.pk for version in listed.context["cl"].result_list] == [shadow.pk]
+
+
+def test_an_edit_beside_a_shadow_is_previewed_as_the_number_after_it(team_admin_client, shadow):
+    policy = shadow.policy
+    document = {**POLICY, "default": "allow"}
+    data = {"description": "", "document": json.dumps(document), "comment": "", "base_version": "1"}
+
+    preview = team_admin_client.post(policy_url(policy), data)
+
+    page = preview.content.decode()
+    assert "Publish default version 3?" in page
+    assert "default v3 (this change)" in page
+    confirm = re.search(r'name="publish_confirmed" value="([0-9a-f]{64})"', page).group(1)
+    team_admin_client.post(policy_url(policy), {**data, "publish_confirmed": confirm})
+    active = policy_active_version(policy=policy)
+    assert (active.number, active.document["default"]) == (3, "allow")
+    policy.refresh_from_db()
+    assert policy.shadow_version_id == shadow.pk

@@ -115,7 +115,7 @@ class ShadowDifferenceAdmin(ReadOnlyPermissions, PlangateModelAdmin):
         "recorded",
         "kind",
         "request",
-        "tool",
+        "tool_shown",
         "step_shown",
         "codes",
         "rule_shown",
@@ -131,7 +131,7 @@ class ShadowDifferenceAdmin(ReadOnlyPermissions, PlangateModelAdmin):
         "active_version_link",
         "kind",
         "request",
-        "tool",
+        "tool_shown",
         "step_shown",
         "codes",
         "rule_shown",
@@ -144,6 +144,10 @@ class ShadowDifferenceAdmin(ReadOnlyPermissions, PlangateModelAdmin):
     def get_queryset(self, request: HttpRequest):
         agents = Agent.objects.filter(pk=OuterRef("agent_id")).values("name")[:1]
         return super().get_queryset(request).annotate(agent_name=Subquery(agents))
+
+    @admin.display(description="tool", ordering="tool")
+    def tool_shown(self, difference: ShadowDifference) -> str:
+        return format_html('<code class="plangate-tool">{}</code>', difference.tool or "—")
 
     @admin.display(description="step")
     def step_shown(self, difference: ShadowDifference) -> str:

@@ -79,7 +79,7 @@ class PolicyForm(ServiceModelForm):
         help_text=(
             "Try it beside the active version first: plans and calls are also decided under "
             "it and the policy page counts where it would answer otherwise, but only the "
-            "active version is enforced. Promote it from the policy page."
+            "active version is enforced. Then promote or withdraw it in the Shadow section."
         ),
     )
 

@@ -214,7 +214,7 @@ class PolicyAdmin(DraftSimulatorMixin, ServiceSavedAdmin, PlangateModelAdmin):
     list_display = ["slug", "team", "current_version", "agent_list", "description"]
     list_filter = [("team", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["slug", "description"]
-    list_select_related = ["team"]
+    list_select_related = ["team", "shadow_version"]
     ordering = ["team", "slug"]
     change_form_template = "admin/policies/policy/change_form.html"
 
@@ -296,7 +296,15 @@ class PolicyAdmin(DraftSimulatorMixin, ServiceSavedAdmin, PlangateModelAdmin):
                 return "none published"
             number, version_id = version.number, version.pk
         url = reverse("admin:policies_policyversion_change", args=[version_id])
-        return format_html('<a href="{}">v{}</a>', url, number)
+        shown = format_html('<a href="{}">v{}</a>', url, number)
+        shadow = policy.shadow_version
+        if shadow is None:
+            return shown
+        return format_html(
+            '{} <span class="plangate-badge warn">shadow {}</span>',
+            shown,
+            admin_link(shadow, f"v{shadow.number}"),
+        )
 
     @admin.display(description="simulator")
     def simulator(self, policy: Policy) -> str:

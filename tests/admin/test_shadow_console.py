@@ -299,3 +299,10 @@ def test_an_edit_beside_a_shadow_is_previewed_as_the_number_after_it(team_admin_
     assert (active.number, active.document["default"]) == (3, "allow")
     policy.refresh_from_db()
     assert policy.shadow_version_id == shadow.pk
+
+
+def test_the_policies_list_names_the_shadow_beside_the_active_version(team_admin_client, shadow):
+    page = team_admin_client.get(reverse("admin:policies_policy_changelist")).content.decode()
+
+    version_url = reverse("admin:policies_policyversion_change", args=[shadow.pk])
+    assert re.search(rf'shadow <a href="{version_url}">v2</a>', page)

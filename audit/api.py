@@ -11,6 +11,9 @@ The response's shape is declared once, by the serializers below, which both writ
 document it; the hashed part of each record comes from ``audit.chain.record_document``.
 ``redacted`` (AuditRecord.is_redacted) is outside the hash: it says that retention emptied
 the record, whose hash a client then cannot recompute.
+
+``format=ocsf`` answers the same page with each record as its OCSF event (audit.ocsf, the
+one home of the mapping); ``next`` and the paging are the same.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from __future__ import annotations
 from typing import Any, cast
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -31,6 +35,7 @@ from kernel.problems import Code, DomainError
 
 from .chain import record_document
 from .models import AuditRecord, AuditToken
+from .ocsf import OCSF_VERSION, ocsf_event
 from .selectors import records_after
 from .tokens import audit_token_authenticate, audit_token_touch
 
@@ -96,6 +101,13 @@ class AuditRecordQuerySerializer(serializers.Serializer):
         max_value=PAGE_MAX,
         help_text=f"Records per page, 1 to {PAGE_MAX} (default {PAGE_DEFAULT}).",
     )
+    format = serializers.ChoiceField(
+        choices=["plangate", "ocsf"],
+        required=False,
+        default="plangate",
+        help_text="`plangate` (default): the records as chained; `ocsf`: each record as its "
+        f"OCSF {OCSF_VERSION} event (API Activity, Account Change or Entity Management).",
+    )
 
 
 class AuditAgentSerializer(serializers.Serializer):
@@ -157,6 +169,36 @@ class AuditRecordPageSerializer(serializers.Serializer):
     )
 
 
+class OcsfEventSerializer(serializers.Serializer):
+    """An OCSF event: the attributes every event of the trail carries; the rest follow its
+    class in the OCSF schema."""
+
+    class_uid = serializers.IntegerField(help_text="6003, 3001 or 3004")
+    category_uid = serializers.IntegerField()
+    activity_id = serializers.IntegerField()
+    type_uid = serializers.IntegerField()
+    severity_id = serializers.IntegerField()
+    time = serializers.IntegerField(help_text="milliseconds since the epoch")
+    metadata = serializers.JSONField(
+        help_text="`version`, `product`, `uid` (`<team>:<seq>`), `sequence` (the record's seq)"
+    )
+    unmapped = serializers.JSONField(help_text="`plangate`: kind, seq, hash, prevHash, ...")
+
+
+class AuditRecordsPageSerializer(serializers.Serializer):
+    """What the endpoint answers, in either format (the schema's description of it)."""
+
+    records = PolymorphicProxySerializer(
+        component_name="AuditRecordInEitherFormat",
+        serializers=[AuditRecordSerializer, OcsfEventSerializer],
+        resource_type_field_name=None,
+        many=True,
+    )
+    next = serializers.IntegerField(
+        help_text="Send as `after` next time; unchanged when there was nothing new."
+    )
+
+
 def record_api_document(record: AuditRecord, team_slug: str) -> dict[str, Any]:
     """What AuditRecordSerializer writes for ``record``: the hashed document, plus ``id``,
     the team's slug, the hash and whether retention emptied it."""
@@ -170,8 +212,8 @@ def record_api_document(record: AuditRecord, team_slug: str) -> dict[str, Any]:
     }
 
 
-def _query(request: Request) -> dict[str, int]:
-    unknown = sorted(set(request.query_params) - {"after", "limit"})
+def _query(request: Request) -> dict[str, Any]:
+    unknown = sorted(set(request.query_params) - {"after", "limit", "format"})
     if unknown:
         raise DomainError(
             Code.INVALID_REQUEST,
@@ -183,7 +225,19 @@ def _query(request: Request) -> dict[str, int]:
     return dict(query.validated_data)
 
 
+class _NoFormatOverride:
+    URL_FORMAT_OVERRIDE = None
+
+
+class RecordsNegotiation(DefaultContentNegotiation):
+    """DRF's negotiation without its ``?format=`` renderer override: ``format`` is this
+    endpoint's own parameter (``plangate`` or ``ocsf``), and the answer is JSON either way."""
+
+    settings = _NoFormatOverride  # type: ignore[assignment]
+
+
 class AuditRecordListView(APIView):
+    content_negotiation_class = RecordsNegotiation
     authentication_classes = [AuditTokenAuthentication]
     permission_classes = [IsAuthenticated]
     throttle_classes = [AuditTokenRateThrottle]
@@ -194,7 +248,7 @@ class AuditRecordListView(APIView):
         tags=["audit"],
         parameters=[AuditRecordQuerySerializer],
         responses={
-            200: AuditRecordPageSerializer,
+            200: AuditRecordsPageSerializer,
             400: OpenApiResponse(description="A bad `after` or `limit` (`invalid_request`)."),
             401: OpenApiResponse(
                 description="The audit token is missing, unknown or revoked "
@@ -210,9 +264,15 @@ class AuditRecordListView(APIView):
         token = request_audit_token(request)
         query = _query(request)
         records = records_after(team=token.team, after=query["after"], limit=query["limit"])
+        next_seq = records[-1].seq if records else query["after"]
+        audit_token_touch(token=token)
+        if query["format"] == "ocsf":
+            # The events are written by audit.ocsf, which the tests validate against the
+            # OCSF schema; the serializer documents the page, it does not rewrite them.
+            events = [ocsf_event(record, token.team.slug) for record in records]
+            return Response({"records": events, "next": next_seq})
         page = {
             "records": [record_api_document(record, token.team.slug) for record in records],
-            "next": records[-1].seq if records else query["after"],
+            "next": next_seq,
         }
-        audit_token_touch(token=token)
         return Response(AuditRecordPageSerializer(page).data)

@@ -314,11 +314,13 @@ def test_the_openapi_schema_documents_the_endpoint(client):
     schema = client.get("/v1/schema", HTTP_ACCEPT="application/json").json()
     operation = schema["paths"]["/v1/audit/records"]["get"]
     assert operation["operationId"] == "audit_records_list"
-    assert {p["name"] for p in operation["parameters"]} == {"after", "limit"}
+    assert {p["name"] for p in operation["parameters"]} == {"after", "limit", "format"}
     assert operation["security"] == [{"auditTokenAuth": []}]
     assert {"200", "400", "401", "429"} <= set(operation["responses"])
-    page_schema = schema["components"]["schemas"]["AuditRecordPage"]
+    page_schema = schema["components"]["schemas"]["AuditRecordsPage"]
     assert set(page_schema["properties"]) == {"records", "next"}
+    either = schema["components"]["schemas"]["AuditRecordInEitherFormat"]
+    assert {"$ref": "#/components/schemas/OcsfEvent"} in either["oneOf"]
     record = schema["components"]["schemas"]["AuditRecord"]
     assert {"seq", "at", "kind", "team", "agent", "policy", "prevHash", "hash"} <= set(
         record["properties"]

@@ -40,12 +40,14 @@ from guard.events import EventBatch, GuardEvent, PlanEnd, validate_event_batch
 from kernel.problems import Code, DomainError
 from kernel.sql import row_insert_if_new, rows_insert
 from members.models import Agent
+from policies.models import PolicyVersion
 
 from .decided_under import TokenVersion, decided_under
 from .lineage import descendants_end
 from .models import Plan, PlanDisplayUpdate, PlanEvent, PlanEventBatch, PlanToken
 from .records import agent_actor
 from .services import plan_get_for_agent
+from .shadow import shadow_calls_record
 
 __all__ = ["RecordedEvents", "plan_events_record"]
 
@@ -135,6 +137,15 @@ def plan_events_record(
                 for update in valid.display_updates
             )
         _decision_records_insert(plan, agent, valid.events, decided, versions)
+        if any(event.shadow is not None for event in valid.events):
+            shadow_calls_record(
+                team_id=plan.team_id,
+                plan_id=plan.id,
+                agent_id=agent.pk,
+                events=valid.events,
+                decided=decided,
+                versions=_shadow_versions(plan, valid.events),
+            )
         records = []
         if valid.lost:
             Plan.objects.filter(pk=plan.pk).update(
@@ -250,6 +261,16 @@ def _policy_versions(plan: Plan, events: Sequence[GuardEvent]) -> PlanVersions:
     return PlanVersions(plan_version_id=issued_with.pk, tokens=tuple(tokens), named=named)
 
 
+def _shadow_versions(plan: Plan, events: Sequence[GuardEvent]) -> dict[int, PolicyVersion]:
+    """The shadow versions of the plan's policy that the events' shadow answers name, by
+    number (a number names one version of a policy)."""
+    numbers = {event.shadow.policy_version for event in events if event.shadow is not None}
+    rows = PolicyVersion.objects.filter(
+        policy__versions=plan.policy_version_id, shadow=True, number__in=numbers
+    )
+    return {row.number: row for row in rows}
+
+
 def _common(plan: Plan, agent: Agent) -> dict[str, Any]:
     return {
         "team": plan.team_id,
@@ -289,6 +310,8 @@ def _decision_fields(
             "stepNumber": None if event.step is None else event.step + 1,
             "reason": event.reason,
             "argsDigest": event.args_digest,
+            # What the version tried in shadow would have decided, where it differs.
+            **({"shadow": event.shadow.to_json()} if event.shadow is not None else {}),
         },
     )
 

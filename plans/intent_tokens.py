@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
-from guard.claims import Approval, IntentClaims, ParentReference, StatusReference
+from guard.claims import Approval, IntentClaims, ParentReference, ShadowPolicy, StatusReference
 from guard.errors import TokenInvalid
 from guard.jwk import KeySet, public_jwk
 from guard.tokens import unverified_header, verify_intent_token
@@ -48,6 +48,7 @@ def intent_token_sign(
     now: datetime,
     approval: Approval | None = None,
     active_key: SigningKey | None = None,
+    shadow: PolicyVersion | None = None,
 ) -> Signature:
     """Sign a token for ``plan``, with ``approval`` as its ``apr`` when a person approved
     it, with the active key (``active_key`` when the caller read it in this request). Writes
@@ -86,6 +87,13 @@ def intent_token_sign(
             else ParentReference(jti=plan.parent.pk, ph=plan.parent.hash)
         ),
         act=plan.act,
+        # The version tried in shadow beside ``version`` (docs/decisions/0076): the guard
+        # decides under it too and reports where it would have answered otherwise.
+        shadow=(
+            None
+            if shadow is None
+            else ShadowPolicy(pol=shadow.document, polv=shadow.number, polh=shadow.hash)
+        ),
     )
     return Signature(
         token=signer.sign(claims.to_payload()),

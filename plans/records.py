@@ -40,7 +40,8 @@ from kernel.json_format import compact_json
 from kernel.problems import DomainError
 from members.models import Agent
 
-from .models import Plan
+from .models import Plan, ShadowDifference
+from .shadow import ShadowOutcome, shadow_difference_record
 
 if TYPE_CHECKING:
     from policies.models import PolicyVersion
@@ -73,6 +74,11 @@ class RefusalContext:
     policy: str = ""
     policy_version: int | None = None
     rule: dict[str, Any] | None = None
+    #: where the policy version tried in shadow answered otherwise (plans.shadow): written
+    #: with the issuance or refresh, or with the refusal's record
+    shadow: ShadowOutcome | None = None
+    #: the active version that answered, when one did
+    active_version: PolicyVersion | None = None
 
     def policy_from(self, version: PolicyVersion) -> None:
         self.policy, self.policy_version = version.policy.slug, version.number
@@ -247,7 +253,21 @@ def refusal_record(
     """
     try:
         context = error.context if isinstance(error, PlanRefused) else request_context()
+        shadow = context.shadow
         with transaction.atomic():
+            if shadow is not None:
+                shadow_difference_record(
+                    shadow,
+                    team_id=agent.team_id,
+                    request=(
+                        ShadowDifference.Request.DECLARATION
+                        if kind == AuditRecord.Kind.PLAN_REFUSED
+                        else ShadowDifference.Request.REFRESH
+                    ),
+                    active=context.active_version,
+                    plan_id=context.plan_id,
+                    agent_id=agent.pk,
+                )
             return record_append(
                 **_agent_fields(agent),
                 kind=kind,
@@ -262,6 +282,7 @@ def refusal_record(
                     "status": error.status,
                     "errors": [{"path": e.path, "detail": e.detail} for e in error.errors],
                     **({"planId": context.named_plan_id} if context.named_plan_id else {}),
+                    **({"shadow": shadow.details()} if shadow is not None else {}),
                 },
             )
     except Exception:

@@ -103,6 +103,8 @@ class SigningContext:
     #: the key ``verifying_kid`` names unless it was revoked (kid, state, public half)
     verifying_key: SigningKey | None = None
     verifying_kid: str | None = None
+    #: the version of the agent's policy tried in shadow now (Policy.shadow_version)
+    shadow: PolicyVersion | None = None
 
 
 def _json_value(value: object) -> object:
@@ -153,7 +155,7 @@ def _signing_context_statement(*, member_by_id: bool, verifying: bool) -> str:
         "SELECT m.id, m.email, m.is_active, m.role_id, r.name, "  # noqa: S608
         f"(SELECT {group_names}(g.name) FROM {member_groups} mg "
         f"JOIN {group} g ON g.id = mg.group_id WHERE mg.member_id = m.id), "
-        "v.id, v.number, v.hash, v.document, p.id, p.team_id, p.slug, "
+        "v.id, v.number, v.hash, v.document, p.id, p.team_id, p.slug, p.shadow_version_id, "
         f"k.kid, k.state, k.private_key_encrypted, {verifying_columns}"
         "FROM (SELECT 1 AS one) AS request "
         f"LEFT JOIN {member} m ON {member_match} "
@@ -211,7 +213,7 @@ def signing_context_read(
     (
         member_pk, email, is_active, role_id, role_name, group_names,
         version_pk, number, version_hash, document, policy_pk, policy_team_id, slug,
-        kid, state, private_key_encrypted,
+        shadow_version_id, kid, state, private_key_encrypted,
         verifying_found, verifying_state, verifying_public_key,
     ) = row  # fmt: skip
     member = None
@@ -234,7 +236,13 @@ def signing_context_read(
             hash=version_hash,
             document=_json_value(document),
         )
-        version.policy = _loaded(Policy, id=policy_pk, team_id=policy_team_id, slug=slug)
+        version.policy = _loaded(
+            Policy,
+            id=policy_pk,
+            team_id=policy_team_id,
+            slug=slug,
+            shadow_version_id=shadow_version_id,
+        )
     active_key = None
     if kid is not None:
         active_key = _loaded(
@@ -251,11 +259,18 @@ def signing_context_read(
         if isinstance(names, list)
         else []
     )
+    # A second statement only while a version is tried in shadow (docs/decisions/0076).
+    shadow = (
+        PolicyVersion.objects.select_related("policy").get(pk=shadow_version_id)
+        if shadow_version_id is not None
+        else None
+    )
     return SigningContext(
         member=member,
         role=role_name,
         groups=groups,
         version=version,
+        shadow=shadow,
         active_key=active_key,
         verifying_key=verifying_key,
         verifying_kid=verifying_kid,

@@ -35,7 +35,7 @@ from .intent_tokens import (
     refresh_token_verify,
 )
 from .lineage import ancestors_require_live, descendants_for_update
-from .models import Plan, PlanToken
+from .models import Plan, PlanToken, ShadowDifference
 from .records import (
     RefusalContext,
     denial_rule,
@@ -47,6 +47,7 @@ from .records import (
     token_refreshed_record,
 )
 from .selectors import SigningContext, plan_for_signing, signing_context_read
+from .shadow import shadow_difference_record, shadow_plan_outcome
 from .status_list import status_idx_allocate, status_idx_assign
 
 
@@ -134,7 +135,12 @@ def admitted_policy_version(
         refusal.policy = agent.policy.slug
         raise DomainError(Code.POLICY_DENIED, "The agent's policy has no published version.")
     refusal.policy_from(version)
+    refusal.active_version = version
     denials = evaluate_plan(version.document, plan, role=role, groups=groups)
+    # The version tried in shadow answers too; only where it differs is it written down.
+    refusal.shadow = shadow_plan_outcome(
+        shadow=context.shadow, plan=plan, role=role, groups=groups, active_denials=denials
+    )
     if denials:
         refusal.rule = denial_rule(version.document, denials)
         raise DomainError(
@@ -255,9 +261,20 @@ def _plan_issue(
         ttl=ttl,
         now=now,
         active_key=context.active_key,
+        shadow=context.shadow,
     )
     with transaction.atomic():
         row_insert(plan)
+        if refusal.shadow is not None:
+            shadow_difference_record(
+                refusal.shadow,
+                team_id=plan.team_id,
+                request=ShadowDifference.Request.DECLARATION,
+                active=version,
+                plan_id=plan.id,
+                agent_id=agent.pk,
+                at=now,
+            )
         plan_issued_record(
             plan=plan,
             kid=signature.kid,
@@ -374,6 +391,7 @@ def plan_token_sign_current(
         now=now,
         approval=approval,
         active_key=context.active_key,
+        shadow=context.shadow,
     )
     with transaction.atomic():
         # Re-read the status under lock: a revocation that lands meanwhile must win, and
@@ -383,6 +401,20 @@ def plan_token_sign_current(
             raise Plan.DoesNotExist("the plan was deleted while it was signed")
         if locked[0] == Plan.Status.REVOKED:
             raise DomainError(Code.PLAN_REVOKED, "The plan was revoked; declare a new plan.")
+        if refusal.shadow is not None:
+            shadow_difference_record(
+                refusal.shadow,
+                team_id=plan.team_id,
+                request=(
+                    ShadowDifference.Request.REFRESH
+                    if kind == PlanToken.Kind.REFRESH
+                    else ShadowDifference.Request.DECLARATION
+                ),
+                active=version,
+                plan_id=plan.id,
+                agent_id=agent.pk,
+                at=now,
+            )
         if kind == PlanToken.Kind.ISSUE and not plan.tokens.exists():
             plan_issued_record(
                 plan=plan,

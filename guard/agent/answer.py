@@ -8,6 +8,7 @@ from typing import Any, Final, cast
 
 from guard.agent.errors import CONTROL_PLANE_UNAVAILABLE, PLAN_SWAPPED, TOKEN_INVALID, GuardError
 from guard.agent.http import ControlPlaneError, ControlPlaneUnavailable, JwksCache
+from guard.agent.shadow import ShadowDecider, ShadowPolicyInvalid
 from guard.agent.verified import VerifiedToken
 from guard.canonical import canonical_json
 from guard.errors import DocumentInvalid, TokenInvalid, WrongIssuer
@@ -138,6 +139,14 @@ class AnswerVerifier:
         )
         # verify_intent_token has required the header's kid to be a non-empty string.
         verified_kid = cast(str, kid)
-        return plan_id, VerifiedToken(
+        verified = VerifiedToken(
             token, claims, policy, expires_at, expires_at - margin, verified_kid
         )
+        if claims.shadow is not None:
+            try:
+                verified.shadow = ShadowDecider(
+                    claims.shadow, role=claims.role, groups=claims.groups
+                )
+            except ShadowPolicyInvalid as error:
+                raise GuardError(TOKEN_INVALID, str(error)) from error
+        return plan_id, verified

@@ -30,7 +30,7 @@ DEFAULT_QUEUE_SIZE: Final = 10_000
 QUEUE_SIZE_ENV: Final = "PLANGATE_GUARD_QUEUE_SIZE"
 
 # The first field of a queued item: (EVENT, plan id, at, tool, decision, args, include
-# args, policy version), (DISPLAY, plan id, at, message) or (END, plan id, end).
+# args, policy version, shadow), (DISPLAY, plan id, at, message) or (END, plan id, end).
 EVENT: Final = 0
 DISPLAY: Final = 1
 END: Final = 2
@@ -118,7 +118,7 @@ class PendingBatch:
 
 def event_json(item: tuple[Any, ...]) -> dict[str, Any]:
     """The wire form of a queued decision (the reporter's thread does this work)."""
-    _, _, at, tool, decision, args, include_args, policy_version = item
+    _, _, at, tool, decision, args, include_args, policy_version, shadow = item
     return guard_event_json(
         at=at,
         tool=tool,
@@ -132,4 +132,7 @@ def event_json(item: tuple[Any, ...]) -> dict[str, Any]:
         rule_description=decision.rule_description,
         policy_version=policy_version,
         amounts=decision.amounts,
+        # The shadow version's answer, where it differs (guard.agent.shadow): read here, in
+        # the reporter's thread, so that a call pays nothing for it.
+        shadow=None if shadow is None else shadow.answer(tool, args, decision),
     )

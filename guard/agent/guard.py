@@ -751,6 +751,7 @@ class Guard:
         decision = self._decide(plan, tool, args, now)
         reporter = self._reporter
         if reporter is not None:
+            token = plan.token
             reporter.record(
                 plan.id,
                 now,
@@ -758,7 +759,8 @@ class Guard:
                 decision,
                 dict(args) if type(args) is dict else args,
                 plan.report_arguments,
-                plan.token.policy_version,
+                token.policy_version,
+                token.shadow,
             )
         return decision
 

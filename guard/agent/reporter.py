@@ -57,6 +57,7 @@ from guard.events import display_update_json, event_batch_json, plan_end_json
 
 if TYPE_CHECKING:
     from guard.agent.session import CallDecision
+    from guard.agent.shadow import ShadowDecider
 
 __all__ = [
     "DEFAULT_QUEUE_SIZE",
@@ -158,13 +159,17 @@ class DecisionReporter:
         args: object,
         include_args: bool,
         policy_version: int | None = None,
+        shadow: ShadowDecider | None = None,
     ) -> None:
-        """Queue one decision. Safe from any thread; O(1); never blocks on I/O."""
+        """Queue one decision. Safe from any thread; O(1); never blocks on I/O. `shadow`:
+        the token's shadow version, whose answer is read when the event is built."""
         queue = self._queue
         if len(queue) >= self._max_queue or self._stopping:
             self._lose(plan_id)
             return
-        queue.append((EVENT, plan_id, at, tool, decision, args, include_args, policy_version))
+        queue.append(
+            (EVENT, plan_id, at, tool, decision, args, include_args, policy_version, shadow)
+        )
         if self._thread is None:
             self._start()
         if len(queue) == self._batch_size:

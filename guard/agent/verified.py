@@ -10,6 +10,7 @@ from guard.claims import IntentClaims
 from guard.policy_evaluation import CompiledPolicy
 
 if TYPE_CHECKING:
+    from guard.agent.shadow import ShadowDecider
     from guard.agent.tool_calls import ToolCalls
 
 __all__ = ["VerifiedToken"]
@@ -30,6 +31,7 @@ class VerifiedToken:
         "policy",
         "policy_version",
         "refresh_at",
+        "shadow",
         "token",
         "withdrawn",
     )
@@ -52,3 +54,6 @@ class VerifiedToken:
         self.kid = kid
         self.withdrawn: str | None = None
         self.calls: dict[str, ToolCalls] | None = None
+        #: the policy version tried in shadow when the token was signed (its ``shadow``
+        #: claim), decided under beside ``policy`` and never enforced
+        self.shadow: ShadowDecider | None = None

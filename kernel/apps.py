@@ -10,3 +10,7 @@ class KernelConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the system checks)
+        from .tracing import tracing_configure
+
+        # OpenTelemetry, when the OTEL_* environment asks for it (kernel.tracing).
+        tracing_configure()

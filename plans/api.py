@@ -25,6 +25,7 @@ from rest_framework.views import APIView
 
 from audit.models import AuditRecord
 from kernel.problems import Code, to_domain_error
+from kernel.tracing import TracedView
 from members.authentication import (
     ApiKeyAuthentication,
     ApiKeyRateThrottle,
@@ -182,9 +183,11 @@ def _request_body(request: Request) -> object:
         return None
 
 
-class PlanCreateView(RecordedRefusalsView):
+class PlanCreateView(TracedView, RecordedRefusalsView):
     """Declare a plan: it is checked against the team and the agent's active policy, and
     signed. Every declaration, issued or refused, is recorded in the team's audit trail."""
+
+    span_name = "plangate.plan.issue"
 
     refusal_kind = AuditRecord.Kind.PLAN_REFUSED
 
@@ -224,10 +227,12 @@ class PlanCreateView(RecordedRefusalsView):
         return Response(intent_token_body(issued), status=201)
 
 
-class PlanTokenView(RecordedRefusalsView):
+class PlanTokenView(TracedView, RecordedRefusalsView):
     """The token of a plan a person approved (plans.approval_tokens). Its refusals are
     recorded, except ``approval_pending``: a client polls while it waits, and every poll
     is not an event of the trail (the request and the decision are)."""
+
+    span_name = "plangate.plan.token"
 
     refusal_kind = AuditRecord.Kind.PLAN_REFUSED
     _NOT_STORED = RecordedRefusalsView._NOT_STORED | {Code.APPROVAL_PENDING}
@@ -264,9 +269,11 @@ class PlanTokenView(RecordedRefusalsView):
         return Response(intent_token_body(issued))
 
 
-class PlanDelegationView(RecordedRefusalsView):
+class PlanDelegationView(TracedView, RecordedRefusalsView):
     """Delegate part of the caller's plan to a child plan (plans.delegation). Every
     delegation, signed or refused, is recorded in the team's audit trail."""
+
+    span_name = "plangate.plan.delegate"
 
     refusal_kind = AuditRecord.Kind.PLAN_REFUSED
 
@@ -315,9 +322,11 @@ class PlanDelegationView(RecordedRefusalsView):
         return Response(delegated_token_body(delegated), status=201)
 
 
-class PlanRefreshView(RecordedRefusalsView):
+class PlanRefreshView(TracedView, RecordedRefusalsView):
     """Sign the same plan again with the agent's current policy, role and groups. Every
     refresh, signed or refused, is recorded in the team's audit trail."""
+
+    span_name = "plangate.plan.refresh"
 
     refusal_kind = AuditRecord.Kind.REFRESH_REFUSED
 
@@ -370,10 +379,12 @@ class PlanDetailView(AgentAPIView):
         return Response(PlanDetailSerializer(plan).data)
 
 
-class PlanEventsView(AgentAPIView):
+class PlanEventsView(TracedView, AgentAPIView):
     """The decision log, sent with the agent's API key or, once that is refused, with the
     plan's own intent token (plans.event_credentials): then the agent need not be active,
     and the token vouches for its plan's decisions up to its expiry."""
+
+    span_name = "plangate.events.record"
 
     authentication_classes = [PlanTokenAuthentication, ApiKeyAuthentication]
     throttle_classes = [ApiKeyRateThrottle, PlanTokenRateThrottle]

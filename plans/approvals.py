@@ -43,6 +43,7 @@ from guard.claims import Approval
 from guard.errors import FieldError
 from guard.policy_review import StepReview, review_covers
 from kernel.problems import Code, DomainError
+from kernel.tracing import span
 
 from .models import Plan
 from .records import approval_decided_record, approval_expired_record, approval_requested_record
@@ -296,6 +297,30 @@ def _approver_email(plan: Plan, by_user: Any) -> str:
 
 
 def plan_approval_decide(
+    *,
+    plan: Plan,
+    by_user: Any,
+    approve: bool,
+    reason: str = "",
+    now: datetime | None = None,
+) -> ApprovalDecision:
+    """`_approval_decide` in its own span (kernel.tracing): every door decides through it."""
+    attributes = {"plangate.plan.id": plan.id, "plangate.team.id": plan.team_id}
+    with span("plangate.approval.decide", **attributes) as current:
+        try:
+            decision = _approval_decide(
+                plan=plan, by_user=by_user, approve=approve, reason=reason, now=now
+            )
+        except DomainError as error:
+            if current is not None:
+                current.set_attribute("plangate.code", error.code)
+            raise
+        if current is not None:
+            current.set_attribute("plangate.code", "approved" if approve else "denied")
+        return decision
+
+
+def _approval_decide(
     *,
     plan: Plan,
     by_user: Any,

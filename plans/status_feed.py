@@ -53,6 +53,7 @@ from kernel.problems import (
     problem_body,
 )
 from kernel.sql import row_read, statement
+from kernel.tracing import traced_view
 from members.authentication import refusal_count
 from members.models import API_KEY_FORMAT, Agent, ApiKey, ApiKeyQuerySet, Member
 from members.services import api_key_authenticate, usable_key_condition
@@ -321,6 +322,7 @@ def _failed_attempt(address: str) -> DomainError:
     return DomainError(Code.INVALID_API_KEY)
 
 
+@traced_view("plangate.status_feed")
 def plan_status_view(request: HttpRequest, plan_id: str) -> HttpResponse:
     """``GET /v1/plans/{id}/status[?kid=<the token's key id>]`` for the plan's agent."""
     if request.method != "GET":

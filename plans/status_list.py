@@ -43,6 +43,7 @@ from kernel.problems import (
     problem_body,
 )
 from kernel.sql import row_read, statement
+from kernel.tracing import traced_view
 from members.models import ApiKey, ApiKeyQuerySet
 from teams.models import Team
 
@@ -338,6 +339,7 @@ def _team_id(text: str) -> int | None:
     return int(text) if text.isascii() and text.isdigit() and int(text) <= _TEAM_ID_MAX else None
 
 
+@traced_view("plangate.status_list")
 def status_list_view(request: HttpRequest, team_id: str) -> HttpResponse:
     """``GET /v1/status-lists/{team}``: the team's list as a ``statuslist+jwt``. No
     authentication: it names indices, never plans. HEAD answers the same headers."""

@@ -86,6 +86,7 @@ from guard.dpop import DpopKey
 from guard.errors import DocumentInvalid, FieldError
 from guard.plan import plan_hash, validate_plan
 from guard.tokens import GUARD_CLOCK_SKEW_SECONDS
+from guard.tracing import decision_tracer, now_ns, record_decision
 
 __all__ = ["Guard"]
 
@@ -748,7 +749,20 @@ class Guard:
         if plan is None:
             return self._no_token(tool, args)
         now = self._clock()
-        decision = self._decide(plan, tool, args, now)
+        tracer = decision_tracer()  # None unless an OpenTelemetry SDK is installed
+        if tracer is None:
+            decision = self._decide(plan, tool, args, now)
+        else:
+            started = now_ns()
+            decision = self._decide(plan, tool, args, now)
+            record_decision(
+                tracer,
+                start_ns=started,
+                tool=tool,
+                decision=decision,
+                plan_id=plan.id,
+                policy_version=plan.token.policy_version,
+            )
         reporter = self._reporter
         if reporter is not None:
             token = plan.token

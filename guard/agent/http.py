@@ -18,6 +18,7 @@ import httpx
 
 from guard.dpop import DpopKey
 from guard.jwk import KeySet
+from guard.tracing import decision_tracer, inject_trace_context
 
 __all__ = [
     "ControlPlaneClient",
@@ -145,6 +146,9 @@ class ControlPlaneClient:
         if bearer is not None:
             headers = {**headers, "Authorization": f"Bearer {bearer}"}
         headers = self._with_proof(headers, method, path, bearer)
+        if decision_tracer() is not None:  # the agent's trace goes on in the control plane
+            headers = dict(headers)
+            inject_trace_context(headers)
         content = None
         if body is not None:
             headers = {**headers, "Content-Type": "application/json"}

@@ -56,6 +56,7 @@ from guard.gateway.results import (
     tools_with_declare_plan,
 )
 from guard.gateway.wire import MessageEnd, Wire
+from guard.tracing import decision_tracer, last_decision_span, trace_context_from, traceparent_of
 
 __all__ = ["UPSTREAM_CLOSED", "CallGuard", "Relay"]
 
@@ -98,6 +99,26 @@ class _Forwarded:
 def _is_modern(params: Mapping[str, Any]) -> bool:
     meta = params.get("_meta")
     return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+
+
+def _request_meta(wire: Wire) -> dict[str, Any] | None:
+    params = getattr(wire.message, "params", None) or {}
+    meta = params.get("_meta")
+    return meta if isinstance(meta, dict) else None
+
+
+def _under_decision_span(wire: Wire, meta: dict[str, Any] | None) -> Wire:
+    """The request as the wrapped server gets it: with decisions traced, its ``_meta``
+    ``traceparent`` names the decision's span, so the tool's own spans are its children;
+    otherwise as it came."""
+    span = last_decision_span.get()
+    if span is None or decision_tracer() is None:
+        return wire
+    last_decision_span.set(None)
+    params = dict(getattr(wire.message, "params", None) or {})
+    params["_meta"] = {**(meta or {}), "traceparent": traceparent_of(span)}
+    params["_meta"].pop("tracestate", None)
+    return Wire(wire.message.model_copy(update={"params": params}))
 
 
 def _warn(message: str) -> None:
@@ -196,7 +217,13 @@ class Relay:
         """Decide a ``tools/call``: forwarded when allowed, answered here when not."""
         # The guard decides types too: a name that is not text, arguments that are not an
         # object, are ``invalid_arguments``.
-        decision = self._guard.check(name, arguments, wait=False)  # type: ignore[arg-type]
+        meta = _request_meta(wire)
+        # The decision's span continues the client's trace (MCP carries W3C trace context
+        # in ``_meta``), and the call goes on under it (guard.tracing).
+        with trace_context_from(meta):
+            decision = self._guard.check(name, arguments, wait=False)  # type: ignore[arg-type]
+        if decision.allowed:
+            wire = _under_decision_span(wire, meta)
         if not decision.allowed:
             denial = call_denial(self._guard, decision, name, arguments)
             await self._answer(

@@ -12,12 +12,17 @@ it means:
   (a deleted tail), or sealed records exist with no head at all.
 
 Checks stop at a team's first break: everything after it is suspect anyway.
+
+Then the tables the console's pages read are held to the trail: each app that owns such a
+table registers a check in ``TABLE_CHECKS`` (plans: plans.trail_coverage, for the decision
+log, the plans and their tokens), since audit imports no app. A row edited, deleted or
+inserted there without its record is named like a broken chain (docs/decisions/0079).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 from teams.models import Team
@@ -40,19 +45,56 @@ class ChainBreak:
 
 
 @dataclass(frozen=True)
+class TablesReport:
+    """What a table check compared (a name of rows -> how many) and what disagrees."""
+
+    checked: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+#: the checks of the tables the pages read against the trail, registered by their apps
+TABLE_CHECKS: list[Callable[[Team], TablesReport]] = []
+
+
+def tables_verify(*, team: Team) -> TablesReport:
+    """Every registered table check of ``team``, as one report."""
+    checked: dict[str, int] = {}
+    problems: list[str] = []
+    for check in TABLE_CHECKS:
+        report = check(team)
+        checked.update(report.checked)
+        problems += report.problems
+    return TablesReport(checked, problems)
+
+
+@dataclass(frozen=True)
 class ChainReport:
     team: Team
     sealed: int  # records checked
     unsealed: int  # records not sealed yet
     last_hash: str
     broken: ChainBreak | None
+    tables: TablesReport = field(default_factory=TablesReport)
 
     @property
     def intact(self) -> bool:
-        return self.broken is None
+        return self.broken is None and not self.tables.problems
 
 
 def chain_verify(*, team: Team) -> ChainReport:
+    """`records_chain_verify`, then the tables the pages read against the trail."""
+    report = records_chain_verify(team=team)
+    return ChainReport(
+        report.team,
+        report.sealed,
+        report.unsealed,
+        report.last_hash,
+        report.broken,
+        tables_verify(team=team),
+    )
+
+
+def records_chain_verify(*, team: Team) -> ChainReport:
     """Recompute ``team``'s chain from seq 1; see the module docstring.
 
     The head is read first and only records up to its ``seq`` are checked: the sealer
@@ -176,9 +218,13 @@ def chain_report_line(report: ChainReport) -> str:
     """The one line said of a team's chain, by ``manage.py verify_audit`` and by the
     console's "Verify chain" page."""
     unsealed = f"; {report.unsealed} not sealed yet" if report.unsealed else ""
+    tables = _tables_line(report.tables)
     if report.broken is None:
         head = f", last hash {report.last_hash}" if report.sealed else ""
-        return f"team {report.team.slug}: {report.sealed} records, chain intact{head}{unsealed}"
+        return (
+            f"team {report.team.slug}: {report.sealed} records, chain intact{head}{unsealed}"
+            f"{tables}"
+        )
     problem = report.broken
     where = f"seq {problem.seq}" + (
         f", id {problem.record_id}" if problem.record_id is not None else ""
@@ -186,6 +232,26 @@ def chain_report_line(report: ChainReport) -> str:
     return (
         f"team {report.team.slug}: chain broken at {where}: {problem.problem}: "
         f"{problem.explanation} ({report.sealed} records verified before it{unsealed})"
+        f"{tables}"
+    )
+
+
+#: at most this many disagreements are named per team; the count says the rest
+TABLE_PROBLEMS_SHOWN = 20
+
+
+def _tables_line(tables: TablesReport) -> str:
+    if not tables.checked and not tables.problems:
+        return ""
+    counts = ", ".join(f"{count} {name}" for name, count in tables.checked.items())
+    if not tables.problems:
+        return f"; the tables the pages read agree with the trail ({counts})"
+    shown = "; ".join(tables.problems[:TABLE_PROBLEMS_SHOWN])
+    more = len(tables.problems) - TABLE_PROBLEMS_SHOWN
+    rest = f"; and {more} more" if more > 0 else ""
+    return (
+        f"; the tables the pages read DISAGREE with the trail ({len(tables.problems)} row(s)): "
+        f"{shown}{rest}"
     )
 
 

@@ -225,3 +225,24 @@ class AuditToken(models.Model):
 
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
+
+
+class AuditExportCursor(models.Model):
+    """How far the OTLP log export (audit.otlp_export) has shipped a team's sealed records:
+    the last ``seq`` a collector accepted. Only the export task writes it, after a
+    collector's success; a failed export leaves it, so the next run sends the same records
+    again (at least once)."""
+
+    team_path: ClassVar[str] = "team"
+
+    team = models.OneToOneField(
+        "teams.Team", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    last_seq = models.PositiveBigIntegerField(default=0)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "audit export cursor"
+
+    def __str__(self) -> str:
+        return f"team {self.team_id}: exported up to seq {self.last_seq}"

@@ -6,6 +6,7 @@ import logging
 
 from celery import shared_task
 
+from .otlp_export import records_export
 from .services import records_seal
 
 logger = logging.getLogger(__name__)
@@ -32,3 +33,18 @@ def seal_audit_records() -> int:
             "; more are waiting" if result.pending else "",
         )
     return result.sealed
+
+
+@shared_task(name="audit.tasks.export_audit_records", soft_time_limit=120, time_limit=150)
+def export_audit_records() -> int:
+    """Ship the records sealed since the last export to the OTLP collector
+    (``records_export``): its own task, so the seal never waits for a collector."""
+    result = records_export()
+    if result.exported or result.failed:
+        logger.info(
+            "audit records: exported %d of %d team(s), %d team(s) failed (retried next run)",
+            result.exported,
+            result.teams,
+            result.failed,
+        )
+    return result.exported

@@ -286,6 +286,12 @@ APPROVAL_EXPIRY_SWEEP_SECONDS = env.int("APPROVAL_EXPIRY_SWEEP_SECONDS", default
 # How often the worker numbers and chains the audit records appended since (audit.tasks):
 # the most a record waits before it is sealed and readable by the records API.
 AUDIT_SEAL_SECONDS = env.int("AUDIT_SEAL_SECONDS", default=2)
+# The sealed trail shipped to an OpenTelemetry collector as OTLP log records, each its OCSF
+# event (audit.otlp_export): off unless the collector's OTLP/HTTP logs URL is set.
+AUDIT_OTLP_LOGS_ENDPOINT = env.str("AUDIT_OTLP_LOGS_ENDPOINT", default="")
+AUDIT_OTLP_LOGS_HEADERS = env.str("AUDIT_OTLP_LOGS_HEADERS", default="")  # name=value,...
+AUDIT_OTLP_LOGS_TIMEOUT = env.float("AUDIT_OTLP_LOGS_TIMEOUT", default=10.0)
+AUDIT_OTLP_EXPORT_SECONDS = env.int("AUDIT_OTLP_EXPORT_SECONDS", default=5)
 # Retention (plans.retention, docs/decisions/0044): how often the worker removes decisions
 # and refused attempts past their team's period, how many rows one batch (one transaction)
 # removes, how many batches per team and table one run takes at most, and after how many
@@ -376,6 +382,12 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": max(1, RETENTION_SECONDS)},
     },
 }
+if AUDIT_OTLP_LOGS_ENDPOINT:
+    CELERY_BEAT_SCHEDULE["export-audit-records"] = {
+        "task": "audit.tasks.export_audit_records",
+        "schedule": max(1, AUDIT_OTLP_EXPORT_SECONDS),
+        "options": {"expires": max(1, AUDIT_OTLP_EXPORT_SECONDS)},
+    }
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 # "plain" (text for people) or "json" (one JSON object per line, for a log collector:

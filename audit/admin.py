@@ -38,6 +38,7 @@ from teams.models import Team
 from . import admin_tokens  # noqa: F401  (registers AuditTokenAdmin)
 from .chain import record_at
 from .models import ActivityRecord, AuditRecord, RefusedAttempt, UnattributedRefusal
+from .ocsf import ocsf_event
 from .verification import chain_report_line, chain_reports_summary, chain_verify
 
 
@@ -198,6 +199,10 @@ class AuditRecordAdmin(ExportMixin, ReadOnlyPermissions, PlangateModelAdmin):
     ordering = ["-id"]
     export_columns = AUDIT_RECORD_COLUMNS
     export_filename = "audit-trail"
+    # The same filtered list as OCSF events, one per line (audit.ocsf), for a SIEM's import.
+    extra_json_exports = {
+        "ocsf": ("Export OCSF (JSON Lines)", lambda record: ocsf_event(record, record.team.slug))
+    }
     fields: ClassVar[tuple[str, ...]] = (
         "at_exact",
         "kind",

@@ -116,8 +116,8 @@ def _base(
         "metadata": {
             "version": OCSF_VERSION,
             "product": {"name": "Plangate", "vendor_name": "Plangate", "uid": "plangate"},
-            "uid": f"{team_slug}:{record.seq}",
-            "sequence": record.seq,
+            # A record not sealed yet (the console's export may list one) has no seq.
+            "uid": f"{team_slug}:{record.seq}" if record.seq else f"{team_slug}:id{record.pk}",
             "tenant_uid": team_slug,
             "log_name": "audit",
             "event_code": record.kind,
@@ -134,6 +134,8 @@ def _base(
             }
         },
     }
+    if record.seq:
+        event["metadata"]["sequence"] = record.seq
     if record.plan_id:
         event["metadata"]["correlation_uid"] = record.plan_id
     if success is not None:

@@ -213,6 +213,12 @@ class ExportMixin(admin.ModelAdmin):
     #: read the rows as tuples of the columns' fields (``values_list``), not as model
     #: instances: every accessor must be a field path or ``Derived``
     export_from_values: ClassVar[bool] = False
+    #: more JSON Lines exports of the same rows, each line an object built from a row:
+    #: format -> (button label, ``line(obj) -> dict``); e.g. the trail's OCSF events
+    extra_json_exports: ClassVar[dict[str, tuple[str, Callable[[Any], dict[str, Any]]]]] = {}
+
+    def _export_formats(self) -> list[str]:
+        return [*EXPORT_FORMATS, *self.extra_json_exports]
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
@@ -224,7 +230,7 @@ class ExportMixin(admin.ModelAdmin):
                 {"export_format": export_format},
                 name=f"{info[0]}_{info[1]}_export_{export_format}",
             )
-            for export_format in EXPORT_FORMATS
+            for export_format in self._export_formats()
         ] + super().get_urls()
 
     def export_links(self, request: HttpRequest) -> list[tuple[str, str]]:
@@ -234,9 +240,11 @@ class ExportMixin(admin.ModelAdmin):
             query.pop(name, None)
         suffix = f"?{query.urlencode()}" if query else ""
         info = self.opts.app_label, self.opts.model_name
+        labels = {name: label for name, (_, _, label) in EXPORT_FORMATS.items()}
+        labels |= {name: label for name, (label, _) in self.extra_json_exports.items()}
         return [
             (label, reverse(f"admin:{info[0]}_{info[1]}_export_{export_format}") + suffix)
-            for export_format, (_, _, label) in EXPORT_FORMATS.items()
+            for export_format, label in labels.items()
         ]
 
     def changelist_view(self, request: HttpRequest, extra_context=None):
@@ -277,8 +285,17 @@ class ExportMixin(admin.ModelAdmin):
             return HttpResponseRedirect(
                 reverse(f"admin:{info[0]}_{info[1]}_changelist") + f"?{ERROR_FLAG}=1"
             )
-        content_type, extension, _ = EXPORT_FORMATS[export_format]
         columns = self.export_columns
+        if export_format in self.extra_json_exports:
+            _, line = self.extra_json_exports[export_format]
+            objects = queryset.iterator(chunk_size=self.export_chunk_size)
+            content_type, extension = EXPORT_FORMATS["jsonl"][:2]
+            body: Iterable[str] = (
+                json.dumps(line(obj), ensure_ascii=False, cls=DjangoJSONEncoder) + "\n"
+                for obj in objects
+            )
+            return self._export_response(body, content_type, f"{export_format}.{extension}")
+        content_type, extension, _ = EXPORT_FORMATS[export_format]
         if self.export_from_values:
             paths = [_values_path(accessor) for _, accessor in columns]
             tuples = queryset.values_list(*paths).iterator(chunk_size=self.export_chunk_size)
@@ -286,9 +303,14 @@ class ExportMixin(admin.ModelAdmin):
         else:
             cells = column_values(columns, queryset.iterator(chunk_size=self.export_chunk_size))
         lines = _csv_text if export_format == "csv" else _json_text
-        response = StreamingHttpResponse(
-            _chunked(lines([header for header, _ in columns], cells)), content_type=content_type
+        return self._export_response(
+            lines([header for header, _ in columns], cells), content_type, extension
         )
+
+    def _export_response(
+        self, lines: Iterable[str], content_type: str, extension: str
+    ) -> StreamingHttpResponse:
+        response = StreamingHttpResponse(_chunked(lines), content_type=content_type)
         name = self.export_filename or slugify(str(self.opts.verbose_name_plural))
         stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
         response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.{extension}"'

@@ -4,6 +4,7 @@ the profiles the event names; jsonschema checks it)."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from functools import cache
 from typing import Any
@@ -205,3 +206,24 @@ def test_the_records_api_answers_ocsf_events_on_the_same_pages(team):
     assert refused.status_code == 400
     assert refused["Content-Type"] == "application/problem+json"
     assert [error["path"] for error in refused.json()["errors"]] == ["format"]
+
+
+def test_the_consoles_ocsf_export_holds_the_filtered_records_as_events(
+    team, other_team, auditor_client
+):
+    append(team, 3, kind=AuditRecord.Kind.PLAN_REFUSED, code="policy_denied")
+    append(team, 2)
+    append(other_team, 2, kind=AuditRecord.Kind.PLAN_REFUSED, code="policy_denied")
+    records_seal()
+    page = auditor_client.get("/admin/audit/auditrecord/?kind=plan_refused").content.decode()
+    assert 'href="/admin/audit/auditrecord/export/ocsf/?kind=plan_refused"' in page
+    assert "Export OCSF (JSON Lines)" in page
+    response = auditor_client.get("/admin/audit/auditrecord/export/ocsf/?kind=plan_refused")
+    assert response.status_code == 200
+    assert response["Content-Disposition"].endswith('.ocsf.jsonl"')
+    events = [json.loads(line) for line in b"".join(response.streaming_content).splitlines()]
+    assert len(events) == 3  # the auditor's team only, the filter applied
+    for event in events:
+        assert_valid(event)
+        assert event["metadata"]["tenant_uid"] == team.slug
+        assert event["status_code"] == "policy_denied"

@@ -27,6 +27,7 @@ Run alone: ``python bench/bench_guard.py [--guard-iterations N] [--guard-profile
 from __future__ import annotations
 
 import argparse
+import copy
 import cProfile
 import io
 import itertools
@@ -191,6 +192,8 @@ class StandInControlPlane:
         self.kid = jwk_thumbprint(jwk)
         self.jwks = {"keys": [{**jwk, "kid": self.kid, "alg": "EdDSA", "use": "sig"}]}
         self.policy = validate_policy(policy)
+        #: a policy version tried in shadow, signed into each token's ``shadow`` claim
+        self.shadow: dict[str, Any] | None = None
         self.tokens: list[str] = []
         # Closed while decisions are timed: the reporter thread then waits here, off the
         # GIL, so the timing shows what logging costs the caller; opened to time the drain.
@@ -213,6 +216,8 @@ class StandInControlPlane:
             "role": "engineer",
             "groups": ["platform"],
         }
+        if self.shadow is not None:
+            claims["shadow"] = {"pol": self.shadow, "polv": 2, "polh": policy_hash(self.shadow)}
         token = jwt.encode(
             claims, self.private_key, algorithm="EdDSA", headers={"kid": self.kid, "typ": "JWT"}
         )
@@ -491,6 +496,7 @@ def main(args: argparse.Namespace) -> int:
         f" (target under 1/{TARGET_RATIO})"
     )
     _version_two(iterations, repeats, rows[2][2])
+    _shadow_and_tracing(iterations, repeats)
     if baseline is not None:
         baseline.close()
         print(f"\nthis checkout's Guard.check against commit {revision}'s, repeats interleaved:")
@@ -500,6 +506,87 @@ def main(args: argparse.Namespace) -> int:
     if profile_target is not None:
         profile_target.close()
     return 0
+
+
+def _logged_costs(
+    control_plane: StandInControlPlane, plan: dict[str, Any], iterations: int, repeats: int
+) -> tuple[float, float]:
+    """(us per Guard.check with the decision log on, us per event in the reporter thread)."""
+    control_plane.events_gate.clear()
+    guard = guard_for(control_plane, plan, report=True, report_queue_size=10_000_000)
+    try:
+        call = per_call_microseconds(lambda g=guard: g.check(TOOL, CALL), iterations, repeats)
+        queued = guard.reporter_stats().queued  # type: ignore[union-attr]
+        start = time.perf_counter_ns()
+        control_plane.events_gate.set()
+        guard.flush(timeout=600)
+        background = (time.perf_counter_ns() - start) / max(1, queued) / 1000
+    finally:
+        guard.close(timeout=30)
+    return call, background
+
+
+def _shadow_and_tracing(iterations: int, repeats: int) -> None:
+    """A policy version tried in shadow, and OpenTelemetry spans, each against the same
+    shape without them, measured in this run (docs/decisions/0076, 0080)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from guard import tracing
+
+    print()
+    print("== guard: a policy version in shadow, and spans per decision ==")
+    plan = bench_plan(50, for_the_tool=5)
+    policy = bench_policy(100, for_the_tool=4)
+    stricter = copy.deepcopy(policy)
+    stricter["rules"].insert(0, {"effect": "deny", "tools": [TOOL]})
+    rows = []
+    plain = StandInControlPlane(policy)
+    base_call, base_log = _logged_costs(plain, plan, iterations, repeats)
+    rows.append(["no shadow (baseline)", f"{base_call:.2f}", "1.00", f"{base_log:.1f}", "1.00"])
+    for name, shadow in (
+        ("shadow, same answers", policy),
+        ("shadow, every call differs", stricter),
+    ):
+        shadowed = StandInControlPlane(policy)
+        shadowed.shadow = validate_policy(shadow)
+        call, log = _logged_costs(shadowed, plan, iterations, repeats)
+        rows.append(
+            [name, f"{call:.2f}", f"{call / base_call:.2f}", f"{log:.1f}", f"{log / base_log:.2f}"]
+        )
+    _print_table(
+        ["50 steps, 100 rules, log on", "check us", "x baseline", "log thread us/event", "x"],
+        rows,
+    )
+    print(
+        "the shadow's verdict is read in the reporter thread when the event is built; the"
+        " call pays one more reference\n(target: under 2x the decision without a shadow)."
+    )
+    quiet = guard_for(StandInControlPlane(policy), plan, report=False)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    try:
+        off = per_call_microseconds(lambda g=quiet: g.check(TOOL, CALL), iterations, repeats)
+        # An SDK installed: the module's tracer set as decision_tracer would find it (the
+        # process's global provider is left alone for the benches after this one).
+        tracing._tracer = provider.get_tracer("bench")
+        on = per_call_microseconds(lambda g=quiet: g.check(TOOL, CALL), iterations, repeats)
+        tracing._tracer = None
+        again = per_call_microseconds(lambda g=quiet: g.check(TOOL, CALL), iterations, repeats)
+    finally:
+        tracing._tracer = None
+        quiet.close()
+    _print_table(
+        ["Guard.check, 50 steps, 100 rules", "us", "x no SDK"],
+        [
+            ["no SDK (the API's default provider)", f"{off:.2f}", "1.00"],
+            ["SDK, in-memory exporter: a span per decision", f"{on:.2f}", f"{on / off:.2f}"],
+            ["no SDK again", f"{again:.2f}", f"{again / off:.2f}"],
+        ],
+    )
+    print(f"spans recorded: {len(exporter.get_finished_spans())}")
 
 
 V2_POLICY = {

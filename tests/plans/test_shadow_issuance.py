@@ -98,3 +98,39 @@ def test_the_guard_refuses_a_shadow_claim_that_is_not_its_hash():
         ShadowDecider(claim, role=None, groups=())
     with pytest.raises(ShadowPolicyInvalid):
         ShadowDecider(ShadowPolicy(pol={"rules": 3}, polv=2, polh="x"), role=None, groups=())
+
+
+def test_intake_stores_the_guards_shadow_answers_as_differences(agent, policy_version):
+    shadow = policy_shadow_publish(policy=policy_version.policy, document=LOOSER)
+    plan = declare(agent, plan_document()).json()
+    answer = {"decision": "allowed", "policyVersion": shadow.number}
+    events = [
+        {
+            "at": "2026-12-05T09:00:00Z",
+            "tool": "github_delete_repo",
+            "decision": "policy_denied",
+            "step": 0,
+            "shadow": {**answer, "rule": {"index": 0, "description": "allow github_*"}},
+        },
+        # Names a version that is no shadow of this policy: the event is kept, no difference.
+        {
+            "at": "2026-12-05T09:00:01Z",
+            "tool": "github_delete_repo",
+            "decision": "policy_denied",
+            "shadow": {"decision": "allowed", "policyVersion": 99},
+        },
+    ]
+    response = agent.client.post(
+        f"/v1/plans/{plan['id']}/events", {"events": events}, format="json"
+    )
+    assert response.status_code == 202, response.content
+    (difference,) = ShadowDifference.objects.filter(request="call")
+    assert (difference.kind, difference.code, difference.shadow_code) == (
+        "shadow_allowed",
+        "policy_denied",
+        "allowed",
+    )
+    assert difference.rule == {"index": 0, "description": "allow github_*"}
+    assert difference.shadow_version == shadow
+    records = AuditRecord.objects.filter(kind=AuditRecord.Kind.DECISION).order_by("at")
+    assert records[0].details["shadow"]["policyVersion"] == shadow.number

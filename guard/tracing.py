@@ -145,3 +145,53 @@ def traceparent_of_current() -> dict[str, str]:
     if decision_tracer() is not None:
         _propagate.inject(carrier)
     return carrier
+
+
+# --- a process of its own: the OTEL_* environment -----------------------------------------
+
+#: the exporters a process configured from the environment can use
+EXPORTERS = ("otlp", "console")
+
+
+def exporters_named(environ: Mapping[str, str]) -> list[str]:
+    """The exporters ``OTEL_TRACES_EXPORTER`` names, ``[]`` when tracing is off."""
+    value = environ.get("OTEL_TRACES_EXPORTER", "")
+    names = [name.strip().lower() for name in value.split(",") if name.strip()]
+    return [] if names in ([], ["none"]) else names
+
+
+def provider_from_environment(environ: Mapping[str, str], *, service_name: str) -> Any:
+    """An SDK tracer provider as the standard ``OTEL_*`` variables describe it, installed as
+    the global one; None when ``OTEL_TRACES_EXPORTER`` names no exporter. The SDK reads the
+    rest itself (``OTEL_SERVICE_NAME``, else `service_name`; ``OTEL_RESOURCE_ATTRIBUTES``,
+    ``OTEL_TRACES_SAMPLER``, ``OTEL_EXPORTER_OTLP_*``, ``OTEL_BSP_*``). Needs
+    ``opentelemetry-sdk`` (and ``opentelemetry-exporter-otlp-proto-http`` for ``otlp``):
+    ImportError otherwise. The control plane and ``plangate-mcp`` both start here."""
+    names = exporters_named(environ)
+    if not names:
+        return None
+    unknown = sorted(set(names) - set(EXPORTERS))
+    if unknown:
+        raise ValueError(
+            f"OTEL_TRACES_EXPORTER names {', '.join(unknown)}: only {', '.join(EXPORTERS)}"
+            " are available"
+        )
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        ConsoleSpanExporter,
+        SimpleSpanProcessor,
+    )
+
+    attributes = {} if environ.get("OTEL_SERVICE_NAME") else {"service.name": service_name}
+    provider = TracerProvider(resource=Resource.create(attributes))
+    if "otlp" in names:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    if "console" in names:
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+    _trace.set_tracer_provider(provider)
+    _refresh()
+    return provider

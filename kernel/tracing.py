@@ -29,20 +29,18 @@ from typing import Any, ClassVar
 
 from django.http import HttpRequest, HttpResponse
 
+from guard.tracing import exporters_named, provider_from_environment
+
 logger = logging.getLogger(__name__)
 
 #: whether ``tracing_configure`` installed an SDK provider in this process
 _enabled = False
 _tracer: Any = None
 
-EXPORTERS = ("otlp", "console")
-
 
 def tracing_exporters(environ: Mapping[str, str] | None = None) -> list[str]:
     """The exporters ``OTEL_TRACES_EXPORTER`` names, ``[]`` when tracing is off."""
-    value = (environ if environ is not None else os.environ).get("OTEL_TRACES_EXPORTER", "")
-    names = [name.strip().lower() for name in value.split(",") if name.strip()]
-    return [] if names in ([], ["none"]) else names
+    return exporters_named(environ if environ is not None else os.environ)
 
 
 def tracing_enabled() -> bool:
@@ -50,42 +48,23 @@ def tracing_enabled() -> bool:
 
 
 def tracing_configure(environ: Mapping[str, str] | None = None) -> bool:
-    """Install the SDK's tracer provider and the Django instrumentation when the
-    environment asks for traces; True when it did. Once per process: a second call does
-    nothing."""
+    """Install the SDK's tracer provider (guard.tracing.provider_from_environment, the one
+    reading of the OTEL_* environment) and the Django instrumentation when the environment
+    asks for traces; True when it did. Once per process: a second call does nothing."""
     global _enabled, _tracer
     if _enabled:
         return True
     environ = environ if environ is not None else os.environ
-    names = tracing_exporters(environ)
-    if not names:
+    try:
+        provider = provider_from_environment(environ, service_name="plangate")
+    except ValueError as error:
+        logger.warning("no traces: %s", error)
         return False
-    unknown = sorted(set(names) - set(EXPORTERS))
-    if unknown:
-        logger.warning(
-            "OTEL_TRACES_EXPORTER names %s, which Plangate does not ship; it exports to %s only",
-            ", ".join(unknown),
-            ", ".join(n for n in names if n in EXPORTERS) or "nothing",
-        )
+    if provider is None:
+        return False
     from opentelemetry import trace
     from opentelemetry.instrumentation.django import DjangoInstrumentor
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import (
-        BatchSpanProcessor,
-        ConsoleSpanExporter,
-        SimpleSpanProcessor,
-    )
 
-    attributes = {} if environ.get("OTEL_SERVICE_NAME") else {"service.name": "plangate"}
-    provider = TracerProvider(resource=Resource.create(attributes))
-    if "otlp" in names:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    if "console" in names:
-        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
-    trace.set_tracer_provider(provider)
     DjangoInstrumentor().instrument(tracer_provider=provider)
     _tracer = trace.get_tracer("plangate")
     _enabled = True

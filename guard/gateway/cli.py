@@ -23,6 +23,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from guard.tracing import provider_from_environment
+
 if TYPE_CHECKING:
     from guard.agent.delegation import Delegation
     from guard.agent.guard import Guard
@@ -167,8 +169,24 @@ def _parse(
     return arguments, command
 
 
+def _tracing() -> None:
+    """Spans of the gateway's decisions, when the OTEL_* environment asks for them
+    (guard.tracing; the otel-sdk extra)."""
+    try:
+        provider_from_environment(os.environ, service_name="plangate-mcp")
+    except ImportError:
+        print(
+            "plangate-mcp: OTEL_TRACES_EXPORTER is set but the OpenTelemetry SDK is not"
+            " installed (pip install 'plangate-guard[otel-sdk]'): no spans",
+            file=sys.stderr,
+        )
+    except ValueError as error:
+        print(f"plangate-mcp: no spans: {error}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _tracing()
     if argv[:1] == ["serve"]:
         from guard.gateway.serve_cli import serve_main
 

@@ -91,6 +91,7 @@ from guard.gateway.results import (
 )
 from guard.gateway.upstream import open_upstream
 from guard.gateway.wire import MessageEnd, StreamEnd, Wire
+from guard.tracing import decision_tracer, last_decision_span, trace_context_from, traceparent_of
 
 __all__ = [
     "ENDPOINT",
@@ -841,9 +842,11 @@ class HttpGateway:
             guard = self._plans.declaring[owner]
         if guard is not None and guard.declaration_in_flight:
             await anyio.to_thread.run_sync(guard.wait_for_declaration, abandon_on_cancel=True)
-        decision: CallDecision = (
-            guard.check(name, arguments, wait=False) if guard is not None else NO_PLAN  # type: ignore[arg-type]
-        )
+        # The decision's span continues the client's trace context (guard.tracing).
+        with trace_context_from(meta):
+            decision: CallDecision = (
+                guard.check(name, arguments, wait=False) if guard is not None else NO_PLAN  # type: ignore[arg-type]
+            )
         if not decision.allowed or guard is None:
             # The same SEP-2643 envelope as the relay's (guard.gateway.approvals).
             denial = (
@@ -859,6 +862,13 @@ class HttpGateway:
         # The client's Mcp-Param-* headers, checked against the body above, go with it.
         prefix = MCP_PARAM_HEADER_PREFIX.lower()
         params_headers = {name: value for name, value in headers.items() if name.startswith(prefix)}
+        span = last_decision_span.get()
+        if span is not None and decision_tracer() is not None:
+            # The tool's own spans become children of the decision's.
+            last_decision_span.set(None)
+            traced = {**meta, "traceparent": traceparent_of(span)}
+            traced.pop("tracestate", None)
+            body = {**body, "params": {**params, "_meta": traced}}
         answer = await upstream.request(body, params_headers)
         result = answer.get("result")
         if "error" in answer or call_failed(result):

@@ -5,6 +5,7 @@ code; and the console exporter printing the same spans."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -17,12 +18,21 @@ from tests.conftest import plan_document
 from tests.otlp import OtlpReceiver, ReceivedSpan
 
 from .processes import IS_POSTGRES, process_env, start_gunicorn, stop, tail
-from .test_rate_limit_processes import seed_agent
+from .test_rate_limit_processes import manage, seed_agent
 
 PLAN = plan_document(user="alice@limits.test", steps=[{"tool": "read_issue"}])
 AT = "2026-11-30T09:00:00.250Z"
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
+#: what seed_agent's policy admits, and deploy_* once a person approved it
+REVIEWED = {
+    "version": 1,
+    "default": "deny",
+    "rules": [
+        {"effect": "allow", "tools": ["read_*", "deploy_*"]},
+        {"effect": "review", "tools": ["deploy_*"]},
+    ],
+}
 
 
 def server_env(tmp_path: Path, receiver: OtlpReceiver) -> dict[str, str]:
@@ -51,6 +61,18 @@ def test_the_server_traces_each_door_inside_the_request_continuing_the_callers_t
     with OtlpReceiver() as receiver:
         env = server_env(tmp_path, receiver)
         api_key = seed_agent(env, tmp_path)
+        policy_file = tmp_path / "reviewed.json"
+        policy_file.write_text(json.dumps(REVIEWED))
+        manage(env, "set_policy", "limits", "--file", str(policy_file), "--team", "limits")
+        manage(
+            {**env, "DJANGO_SUPERUSER_PASSWORD": "a-long-test-password"},
+            "createsuperuser",
+            "--noinput",
+            "--username",
+            "boss",
+            "--email",
+            "boss@limits.test",
+        )
         headers = {"Authorization": f"Bearer {api_key}"}
         log = tmp_path / "gunicorn.log"
         process, base_url = start_gunicorn(env, log, workers=1)
@@ -75,11 +97,28 @@ def test_the_server_traces_each_door_inside_the_request_continuing_the_callers_t
                     "/v1/plans", json={"plan": plan_document(user="alice@limits.test")}
                 )
                 assert refused.status_code == 403
+                # A plan a person must approve: the token door waits, a person decides
+                # (decide_plan, a process of its own, traced the same way), the door answers.
+                reviewed = client.post(
+                    "/v1/plans",
+                    json={
+                        "plan": plan_document(
+                            user="alice@limits.test", steps=[{"tool": "deploy_app"}]
+                        )
+                    },
+                )
+                assert reviewed.status_code == 202, reviewed.text
+                waiting = reviewed.json()["id"]
+                assert client.post(f"/v1/plans/{waiting}/token").status_code == 409
+                manage(env, "decide_plan", waiting, "approve", "--by", "boss@limits.test")
+                assert client.post(f"/v1/plans/{waiting}/token").status_code == 200
             wanted = {
-                "plangate.plan.issue": 2,
+                "plangate.plan.issue": 3,
                 "plangate.plan.refresh": 1,
                 "plangate.events.record": 1,
                 "plangate.status_feed": 1,
+                "plangate.plan.token": 2,
+                "plangate.approval.decide": 1,
             }
             spans = receiver.wait_for_spans(
                 lambda spans: all(len(named(spans, n)) >= c for n, c in wanted.items())
@@ -88,9 +127,10 @@ def test_the_server_traces_each_door_inside_the_request_continuing_the_callers_t
             stop(process)
 
     by_id = {span.span_id: span for span in spans}
-    issued, refused_span = sorted(
+    issued, refused_span, reviewed_span = sorted(
         named(spans, "plangate.plan.issue"), key=lambda span: span.start_ns
     )
+    assert reviewed_span.attributes["plangate.plan.id"] == waiting
     # The declaration continues the caller's trace: the request's server span is the child
     # of the span the traceparent named, and the door's span the child of that.
     request_span = by_id[issued.parent_span_id]
@@ -108,6 +148,20 @@ def test_the_server_traces_each_door_inside_the_request_continuing_the_callers_t
         assert door.attributes["plangate.plan.id"] == plan["id"], name
         assert by_id[door.parent_span_id].kind == 2, name  # inside its request's server span
         assert door.trace_id != CALLER_TRACE  # no traceparent sent: a trace of its own
+    pending, issued_token = sorted(
+        named(spans, "plangate.plan.token"), key=lambda span: span.start_ns
+    )
+    assert pending.attributes["plangate.code"] == "approval_pending"
+    assert (
+        issued_token.attributes["plangate.code"],
+        issued_token.attributes["plangate.plan.id"],
+    ) == (
+        "ok",
+        waiting,
+    )
+    (decided,) = named(spans, "plangate.approval.decide")
+    assert decided.attributes["plangate.code"] == "approved"
+    assert decided.attributes["plangate.plan.id"] == waiting
     (recorded,) = named(spans, "plangate.events.record")
     assert recorded.attributes["plangate.events.count"] == 1
     # The console exporter printed the same spans in the server's output.

@@ -133,3 +133,15 @@ def test_the_command_fails_naming_the_row(trail, capsys):
     with pytest.raises(CommandError):
         call_command("verify_audit")
     assert f"decision row id {event.pk}" in capsys.readouterr().err
+
+
+def test_a_deleted_plan_is_named_by_its_record(trail):
+    """Deleted with everything that hangs from it (its decisions and tokens go too): its
+    plan_issued record is left with no row."""
+    team, plan = trail
+    Plan.objects.filter(pk=plan.pk).delete()
+    found = problems(team)
+    assert any(
+        p.startswith("plan_issued record seq ") and f"of plan {plan.pk} matches no row" in p
+        for p in found
+    ), found

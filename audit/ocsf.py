@@ -361,44 +361,31 @@ def plan_revoked(record: AuditRecord, team_slug: str) -> Event:
     )
 
 
-def approval_requested(record: AuditRecord, team_slug: str) -> Event:
+def _approval(record: AuditRecord, team_slug: str, activity_id: int, name: str) -> Event:
+    """A step of the approval queue, the plan's request for a person's approval."""
     return _entity_management(
         record,
         team_slug,
-        activity_id=CREATE,
-        activity_name="Create",
+        activity_id=activity_id,
+        activity_name=name,
         entity={"type": "approval", "uid": record.plan_id or "(none)"},
     )
+
+
+def approval_requested(record: AuditRecord, team_slug: str) -> Event:
+    return _approval(record, team_slug, CREATE, "Create")
 
 
 def approval_decided(record: AuditRecord, team_slug: str) -> Event:
-    return _entity_management(
-        record,
-        team_slug,
-        activity_id=UPDATE,
-        activity_name="Update",
-        entity={"type": "approval", "uid": record.plan_id or "(none)"},
-    )
+    return _approval(record, team_slug, UPDATE, "Update")
 
 
 def approval_expired(record: AuditRecord, team_slug: str) -> Event:
-    return _entity_management(
-        record,
-        team_slug,
-        activity_id=DEACTIVATE,
-        activity_name="Deactivate",
-        entity={"type": "approval", "uid": record.plan_id or "(none)"},
-    )
+    return _approval(record, team_slug, DEACTIVATE, "Deactivate")
 
 
 def approval_notified(record: AuditRecord, team_slug: str) -> Event:
-    return _entity_management(
-        record,
-        team_slug,
-        activity_id=OTHER,
-        activity_name="notify",
-        entity={"type": "approval", "uid": record.plan_id or "(none)"},
-    )
+    return _approval(record, team_slug, OTHER, "notify")
 
 
 def change(record: AuditRecord, team_slug: str) -> Event:

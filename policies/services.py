@@ -107,15 +107,28 @@ def _publish(
         )
     if current is not None and current.hash == digest:
         return current, False
-    version = PolicyVersion.objects.create(
+    return _version_create(policy, normalized, digest, comment, created_by), True
+
+
+def _version_create(
+    policy: Policy,
+    document: dict,
+    digest: str,
+    comment: str,
+    created_by: str,
+    *,
+    shadow: bool = False,
+) -> PolicyVersion:
+    """The policy's next version, active or in shadow (hold the policy's row lock)."""
+    return PolicyVersion.objects.create(
         policy=policy,
         number=policy_next_version_number(policy=policy),
-        document=normalized,
+        document=document,
         hash=digest,
         comment=comment,
         created_by=created_by,
+        shadow=shadow,
     )
-    return version, True
 
 
 def _policy_change_record(
@@ -279,15 +292,7 @@ def _shadow_publish(
     previous = policy_shadow_version(policy=policy)
     if previous is not None and previous.hash == digest:
         return previous, {}
-    version = PolicyVersion.objects.create(
-        policy=policy,
-        number=policy_next_version_number(policy=policy),
-        document=normalized,
-        hash=digest,
-        comment=comment,
-        created_by=created_by,
-        shadow=True,
-    )
+    version = _version_create(policy, normalized, digest, comment, created_by, shadow=True)
     policy.shadow_version = version
     policy.save(update_fields=["shadow_version"])
     return version, {"shadow_version": [previous.number if previous else None, version.number]}

@@ -29,13 +29,18 @@ CLIENT_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CLIENT_SPAN = "b7ad6b7169203331"
 
 
+def traced_environment(receiver: OtlpReceiver) -> dict[str, str]:
+    """What turns a process's traces on, to `receiver`."""
+    return {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+    }
+
+
 def test_a_call_is_traced_from_the_client_through_the_decision_to_the_tool(control_plane):
     with OtlpReceiver() as receiver:
-        otel = {
-            "OTEL_TRACES_EXPORTER": "otlp",
-            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-            "OTEL_BSP_SCHEDULE_DELAY": "50",
-        }
+        otel = traced_environment(receiver)
         parameters = StdioServerParameters(
             command=sys.executable,
             args=gateway_arguments(control_plane.url, control_plane.issuer, "--", *TRACED_UPSTREAM),
@@ -78,11 +83,7 @@ def test_a_call_is_traced_from_the_client_through_the_decision_to_the_tool(contr
 def test_a_stateless_call_over_http_is_traced_through_the_decision_to_the_tool(control_plane):
     """`plangate-mcp serve` in 2026-07-28's stateless mode, its upstream over stdio."""
     with OtlpReceiver() as receiver:
-        otel = {
-            "OTEL_TRACES_EXPORTER": "otlp",
-            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-            "OTEL_BSP_SCHEDULE_DELAY": "50",
-        }
+        otel = traced_environment(receiver)
         traceparent = {"traceparent": f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"}
 
         async def scenario() -> list:

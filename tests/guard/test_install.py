@@ -23,6 +23,13 @@ EXPECTED_EXTRAS = {
     "openai-agents": {"openai-agents"},
     "pydantic-ai": {"pydantic-ai-slim"},
     "langgraph": {"langgraph", "langchain-core"},
+    # guard.tracing: the OpenTelemetry API; plangate-mcp's own spans: the SDK and exporter.
+    "otel": {"opentelemetry-api"},
+    "otel-sdk": {
+        "opentelemetry-api",
+        "opentelemetry-sdk",
+        "opentelemetry-exporter-otlp-proto-http",
+    },
 }
 
 # Imports every module of the `guard` package with Django and DRF made unimportable, and

@@ -27,7 +27,7 @@ NO_MAIL = {**POLICY, "rules": [rule for rule in POLICY["rules"] if rule["tools"]
 
 @pytest.fixture(autouse=True)
 def shadow_view_permission(admin_groups) -> None:
-    importlib.import_module("plans.migrations.0015_shadow_difference_view").grant(Group, Permission)
+    importlib.import_module("plans.migrations.0014_shadow_difference_view").grant(Group, Permission)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.browser]
 
 
 def test_publish_in_shadow_see_the_differences_and_promote(page, world):  # noqa: F811
-    importlib.import_module("plans.migrations.0015_shadow_difference_view").grant(Group, Permission)
+    importlib.import_module("plans.migrations.0014_shadow_difference_view").grant(Group, Permission)
     mailing = world["agent"].client.post(
         "/v1/plans", {"plan": {**plan_document(), "steps": MAIL_PLAN_STEPS}}, format="json"
     )

@@ -2,7 +2,8 @@
 a root span, a declared plan, an allowed and a blocked call through a real Guard, and a
 tools/call relayed as plangate-mcp relays it, to the OTLP receiver the test names.
 
-argv: control plane URL, API key, issuer, OTLP endpoint."""
+argv: control plane URL, API key, issuer, OTLP endpoint, then optionally the allowed tool,
+the blocked tool and "relay" (default: github_list_issues, send_email, relay)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from guard.tracing import trace_context_from
 
 def main() -> None:
     url, api_key, issuer, endpoint = sys.argv[1:5]
+    allowed, blocked, *relay = sys.argv[5:] or ["github_list_issues", "send_email", "relay"]
     plan = json.loads(sys.stdin.read())
     provider = TracerProvider(resource=Resource.create({"service.name": "agent"}))
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint + "/v1/traces")))
@@ -32,8 +34,12 @@ def main() -> None:
     guard = Guard(url, api_key, issuer=issuer, report_interval=0.05)
     with tracer.start_as_current_span("agent run"):
         guard.declare(plan)
-        guard.check("github_list_issues", {"repo": "acme/public-app"})
-        guard.check("send_email", {"to": "x@y.z"})
+        guard.check(allowed, {"repo": "acme/public-app"})
+        guard.check(blocked, {"to": "x@y.z"})
+    if not relay:
+        guard.close()
+        provider.force_flush()
+        return
     # A client's tools/call carrying its trace context in _meta, through the relay's steps.
     with tracer.start_as_current_span("mcp client"):
         carrier: dict[str, str] = {}

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -22,6 +24,9 @@ from .test_rate_limit_processes import manage, seed_agent
 
 PLAN = plan_document(user="alice@limits.test", steps=[{"tool": "read_issue"}])
 AT = "2026-11-30T09:00:00.250Z"
+ROOT = Path(__file__).resolve().parents[2]
+TRACED_AGENT = ROOT / "tests" / "guard" / "traced_agent.py"
+ISSUER = "https://plangate.tracing.test"
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
 #: what seed_agent's policy admits, and deploy_* once a person approved it
@@ -46,6 +51,7 @@ def server_env(tmp_path: Path, receiver: OtlpReceiver) -> dict[str, str]:
         "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
         "OTEL_BSP_SCHEDULE_DELAY": "100",
         "OTEL_SERVICE_NAME": "plangate-test",
+        "PLANGATE_ISSUER": ISSUER,
     }
     if not IS_POSTGRES:
         overrides["DATABASE_URL"] = f"sqlite:///{tmp_path / 'tracing.sqlite3'}"
@@ -112,13 +118,35 @@ def test_the_server_traces_each_door_inside_the_request_continuing_the_callers_t
                 assert client.post(f"/v1/plans/{waiting}/token").status_code == 409
                 manage(env, "decide_plan", waiting, "approve", "--by", "boss@limits.test")
                 assert client.post(f"/v1/plans/{waiting}/token").status_code == 200
+            # An agent with an OpenTelemetry SDK, its guard declaring against this server.
+            agent = subprocess.run(
+                [
+                    sys.executable,
+                    str(TRACED_AGENT),
+                    base_url,
+                    api_key,
+                    ISSUER,
+                    receiver.endpoint,
+                    "read_issue",
+                    "send_email",
+                ],
+                input=json.dumps(PLAN),
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=ROOT,
+                env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")},
+            )
+            assert agent.returncode == 0, agent.stderr
             wanted = {
-                "plangate.plan.issue": 3,
+                "plangate.plan.issue": 4,
                 "plangate.plan.refresh": 1,
                 "plangate.events.record": 1,
                 "plangate.status_feed": 1,
                 "plangate.plan.token": 2,
                 "plangate.approval.decide": 1,
+                "agent run": 1,
+                "execute_tool send_email": 1,
             }
             spans = receiver.wait_for_spans(
                 lambda spans: all(len(named(spans, n)) >= c for n, c in wanted.items())
@@ -127,9 +155,22 @@ def test_the_server_traces_each_door_inside_the_request_continuing_the_callers_t
             stop(process)
 
     by_id = {span.span_id: span for span in spans}
-    issued, refused_span, reviewed_span = sorted(
+    issued, refused_span, reviewed_span, declared_by_agent = sorted(
         named(spans, "plangate.plan.issue"), key=lambda span: span.start_ns
     )
+    # One trace from the agent through its guard's declaration into the server, and its
+    # decisions: the declaration's server span is a child of the agent's own span.
+    (agent_run,) = named(spans, "agent run")
+    assert declared_by_agent.trace_id == agent_run.trace_id
+    assert by_id[declared_by_agent.parent_span_id].parent_span_id == agent_run.span_id
+    assert declared_by_agent.attributes["plangate.code"] == "ok"
+    for tool, code in (("read_issue", "allowed"), ("send_email", "not_in_plan")):
+        (decision,) = named(spans, f"execute_tool {tool}")
+        assert (decision.trace_id, decision.parent_span_id) == (
+            agent_run.trace_id,
+            agent_run.span_id,
+        )
+        assert decision.attributes["plangate.decision"] == code
     assert reviewed_span.attributes["plangate.plan.id"] == waiting
     # The declaration continues the caller's trace: the request's server span is the child
     # of the span the traceparent named, and the door's span the child of that.
@@ -144,7 +185,12 @@ def test_the_server_traces_each_door_inside_the_request_continuing_the_callers_t
     assert issued.resource["service.name"] == "plangate-test"
     assert refused_span.attributes["plangate.code"] == "policy_denied"
     for name in ("plangate.plan.refresh", "plangate.events.record", "plangate.status_feed"):
-        (door,) = named(spans, name)
+        # the requests this test sent (the agent's guard reads its own plan's feed too)
+        (door,) = [
+            span
+            for span in named(spans, name)
+            if span.attributes.get("plangate.plan.id") == plan["id"]
+        ]
         assert door.attributes["plangate.plan.id"] == plan["id"], name
         assert by_id[door.parent_span_id].kind == 2, name  # inside its request's server span
         assert door.trace_id != CALLER_TRACE  # no traceparent sent: a trace of its own
@@ -162,7 +208,11 @@ def test_the_server_traces_each_door_inside_the_request_continuing_the_callers_t
     (decided,) = named(spans, "plangate.approval.decide")
     assert decided.attributes["plangate.code"] == "approved"
     assert decided.attributes["plangate.plan.id"] == waiting
-    (recorded,) = named(spans, "plangate.events.record")
+    (recorded,) = [
+        span
+        for span in named(spans, "plangate.events.record")
+        if span.attributes.get("plangate.plan.id") == plan["id"]
+    ]
     assert recorded.attributes["plangate.events.count"] == 1
     # The console exporter printed the same spans in the server's output.
     assert '"name": "plangate.plan.refresh"' in log.read_text(), tail(log)

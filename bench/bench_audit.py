@@ -4,7 +4,10 @@ Appends N records one by one (``record_append``, one INSERT in its own transacti
 door writes one per request), then seals them (``records_seal``: number, hash, UPDATE in
 batches under the team's head lock), then verifies the chain (``verify_audit``'s reading).
 Also the hash alone, in memory (RFC 8785 + SHA-256 of one record). Printed as microseconds
-per record and as a ratio to appending, measured in the same run.
+per record and as a ratio to appending, measured in the same run. Then the tables the
+pages read held to the trail (plans.trail_coverage): N guard decisions stored through the
+event intake, a plan's, and ``verify_audit``'s two readings of them, the chain and the
+tables, per decision.
 
 It runs in a child process with its own Django set-up (on a temporary SQLite file, or on a
 throwaway PostgreSQL database when ``--database-url``/``DATABASE_URL`` names one), so it
@@ -85,6 +88,8 @@ def main(args: argparse.Namespace) -> int:
             ("seal (records_seal, batches of 1000)", "seal"),
             ("hash alone (RFC 8785 + SHA-256, in memory)", "hash"),
             ("verify (recompute the chain)", "verify"),
+            ("verify a decision's chained record (intake's records)", "verify_chain"),
+            ("verify the decision log against the trail", "verify_tables"),
         )
     ]
     print(f"database: {database}; {count:,} records of one team")
@@ -107,7 +112,7 @@ def _child(count: int) -> None:
     from audit.chain import record_hash
     from audit.models import AuditRecord
     from audit.services import record_append, records_seal
-    from audit.verification import chain_verify
+    from audit.verification import records_chain_verify
     from members.services import team_get_or_create
 
     team = team_get_or_create(slug="bench-audit")
@@ -142,10 +147,11 @@ def _child(count: int) -> None:
     hash_alone = (time.perf_counter() - started) / len(sample)
 
     started = time.perf_counter()
-    report = chain_verify(team=team)
+    report = records_chain_verify(team=team)
     verify = (time.perf_counter() - started) / max(1, report.sealed)
     if not report.intact:
         raise RuntimeError(f"the chain does not verify: {report.broken}")
+    verify_chain, verify_tables = _tables(count)
 
     micro = 1e6
     print(
@@ -155,9 +161,61 @@ def _child(count: int) -> None:
                 "seal": seal * micro,
                 "hash": hash_alone * micro,
                 "verify": verify * micro,
+                "verify_chain": verify_chain * micro,
+                "verify_tables": verify_tables * micro,
             }
         )
     )
+
+
+def _tables(count: int) -> tuple[float, float]:
+    """Seconds per decision to verify a team's chain and then its tables (decision log,
+    plan, tokens) against it, for ``count`` decisions stored through the intake."""
+    from audit.services import records_seal
+    from audit.verification import records_chain_verify, tables_verify
+    from members.services import agent_create, member_upsert, team_get_or_create
+    from plans.event_intake import plan_events_record
+    from plans.services import plan_issue
+    from policies.services import policy_set
+
+    team = team_get_or_create(slug="bench-tables")
+    member_upsert(team=team, email="bench@bench.test", name="Bench")
+    version = policy_set(
+        team=team,
+        slug="bench",
+        document={"version": 1, "default": "deny", "rules": [{"effect": "allow", "tools": ["*"]}]},
+    )
+    agent = agent_create(team=team, name="bench", policy=version.policy)
+    issued = plan_issue(
+        agent=agent,
+        document={
+            "version": 1,
+            "goal": "bench",
+            "user": "bench@bench.test",
+            "steps": [{"tool": "bench_read", "maxCalls": 1_000_000}],
+        },
+    )
+    for first in range(0, count, 100):
+        events = [
+            {
+                "at": f"2026-12-05T09:{(n // 60) % 60:02d}:{n % 60:02d}.{n:06d}Z"[-27:],
+                "tool": "bench_read",
+                "decision": "allowed",
+                "step": 0,
+            }
+            for n in range(first, min(count, first + 100))
+        ]
+        plan_events_record(agent=agent, plan_id=issued.plan.id, batch={"events": events})
+    records_seal(team=team)
+    started = time.perf_counter()
+    records_chain_verify(team=team)
+    chain = (time.perf_counter() - started) / count
+    started = time.perf_counter()
+    tables = tables_verify(team=team)
+    elapsed = (time.perf_counter() - started) / count
+    if tables.problems:
+        raise RuntimeError(f"the tables disagree: {tables.problems[:3]}")
+    return chain, elapsed
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:

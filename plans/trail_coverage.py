@@ -11,7 +11,8 @@ the fields they share:
 * a decision: plan, time, tool, code, step, reason, rule, arguments' digest, policy version;
 * a plan with tokens (or one no person had to approve): its ``plan_issued`` record's hash,
   goal, step count, agent and policy version;
-* a token: plan, kid, iat and exp (seconds).
+* a token: plan, kid, iat and exp (seconds);
+* a revoked plan: its ``plan_revoked`` record's time, actor and reason.
 
 A row with no matching record was changed or inserted; a record with no matching row, its
 row changed or deleted. Rows that retention removed have emptied records, which are left
@@ -156,10 +157,34 @@ def _token_records(team: Team) -> dict[Key, list[str]]:
     return found
 
 
+def _revocation_rows(team: Team) -> dict[Key, list[str]]:
+    found: dict[Key, list[str]] = {}
+    rows = Plan.objects.filter(team=team, status=Plan.Status.REVOKED).values_list(
+        "pk", "revoked_at", "revoked_by", "revoke_reason"
+    )
+    for pk, at, by, reason in rows.iterator(2000):
+        found.setdefault((pk, _instant(at), by, reason), []).append(f"revoked plan row {pk}")
+    return found
+
+
+def _revocation_records(team: Team) -> dict[Key, list[str]]:
+    found: dict[Key, list[str]] = {}
+    records = AuditRecord.objects.filter(team=team, kind=AuditRecord.Kind.PLAN_REVOKED).values_list(
+        "seq", "pk", "plan_id", "at", "actor", "details"
+    )
+    for seq, pk, plan_id, at, actor, details in records.iterator(2000):
+        details = details if isinstance(details, dict) else {}
+        key = (plan_id, _instant(at), actor, details.get("reason", ""))
+        where = f"seq {seq}" if seq is not None else f"id {pk} (not sealed yet)"
+        found.setdefault(key, []).append(f"plan_revoked record {where} of plan {plan_id}")
+    return found
+
+
 _TABLES = (
     ("decisions", _decision_rows, _decision_records),
     ("plans", _plan_rows, _plan_records),
     ("tokens", _token_rows, _token_records),
+    ("revocations", _revocation_rows, _revocation_records),
 )
 
 

@@ -52,7 +52,8 @@ def test_the_page_says_what_the_command_prints_for_an_intact_chain(
     assert lines == command_lines()
     assert re.fullmatch(
         r"team default: \d+ records, chain intact, last hash \w{64}; 1 not sealed yet; "
-        r"the tables the pages read agree with the trail \(0 decisions, 0 plans, 0 tokens\)",
+        r"the tables the pages read agree with the trail "
+        r"\(0 decisions, 0 plans, 0 tokens, 0 revocations\)",
         lines[0],
     )
     assert lines[-1] == "verified 2 team(s): every chain is intact"

@@ -13,6 +13,7 @@ from django.utils import timezone
 from audit.services import records_seal
 from audit.verification import chain_report_line, chain_verify
 from plans.models import Plan, PlanEvent, PlanToken
+from plans.services import plan_revoke
 from tests.conftest import plan_document
 
 CHANGED = "matches no record: it was changed or inserted"
@@ -59,8 +60,10 @@ def test_an_untouched_trail_agrees_with_its_tables(trail):
     team, _ = trail
     report = chain_verify(team=team)
     assert report.intact, report.tables.problems
-    assert report.tables.checked == {"decisions": 2, "plans": 1, "tokens": 2}
-    assert "agree with the trail (2 decisions, 1 plans, 2 tokens)" in chain_report_line(report)
+    assert report.tables.checked == {"decisions": 2, "plans": 1, "tokens": 2, "revocations": 0}
+    assert "agree with the trail (2 decisions, 1 plans, 2 tokens, 0 revocations)" in (
+        chain_report_line(report)
+    )
 
 
 def test_an_edited_decision_row_is_named(trail):
@@ -145,3 +148,24 @@ def test_a_deleted_plan_is_named_by_its_record(trail):
         p.startswith("plan_issued record seq ") and f"of plan {plan.pk} matches no row" in p
         for p in found
     ), found
+
+
+def test_a_revocation_must_agree_with_its_record(trail):
+    team, plan = trail
+    plan_revoke(plan=plan, by="admin", reason="leaked key")
+    records_seal()
+    assert chain_verify(team=team).intact
+    sql("UPDATE {table} SET revoke_reason = 'routine' WHERE id = %s", Plan, plan.pk)
+    found = problems(team)
+    assert f"revoked plan row {plan.pk} {CHANGED}" in found
+    assert any(p.startswith("plan_revoked record seq ") for p in found)
+
+
+def test_a_plan_marked_revoked_without_its_record_is_named(trail):
+    team, plan = trail
+    sql(
+        "UPDATE {table} SET status = 'revoked', revoked_by = 'nobody' WHERE id = %s",
+        Plan,
+        plan.pk,
+    )
+    assert f"revoked plan row {plan.pk} {CHANGED}" in problems(team)

@@ -35,7 +35,7 @@ def policy_records(policy: Policy) -> list[dict]:
         record.details
         for record in AuditRecord.objects.filter(
             kind=AuditRecord.Kind.CHANGE, details__object="policy", details__id=policy.pk
-        ).order_by("seq")
+        ).order_by("id")  # unsealed: seq is NULL; id is the order they were written
     ]
 
 

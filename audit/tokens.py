@@ -5,13 +5,13 @@ activity log."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from guard.errors import FieldError
+from kernel.credentials import credential_touch
 from kernel.problems import Code, DomainError
 from teams.models import Team
 
@@ -90,13 +90,6 @@ def audit_token_authenticate(plaintext: str) -> AuditToken:
 
 
 def audit_token_touch(*, token: AuditToken, now: datetime | None = None) -> None:
-    """Record use at most once per PLANGATE_API_KEY_TOUCH_INTERVAL: a SIEM polls every few
-    seconds, and a write per poll would be a write per poll."""
-    now = now or timezone.now()
-    interval = timedelta(seconds=settings.PLANGATE_API_KEY_TOUCH_INTERVAL)
-    if token.last_used_at is not None and now - token.last_used_at < interval:
-        return
-    AuditToken.objects.filter(pk=token.pk).exclude(last_used_at__gt=now - interval).update(
-        last_used_at=now
-    )
-    token.last_used_at = now
+    """Record use at most once per interval (kernel.credentials.credential_touch): a SIEM
+    polls every few seconds, and a write per poll would be a write per poll."""
+    credential_touch(token, now=now)

@@ -14,10 +14,17 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError
+from django.utils import timezone
+
+logger = logging.getLogger(__name__)
 
 _HEX_DIGITS = "0123456789abcdef"
 
@@ -78,3 +85,25 @@ class CredentialFormat:
 
     def matches(self, secret_hash: str, secret: str) -> bool:
         return hmac.compare_digest(secret_hash, self.secret_hash(secret))
+
+
+def credential_touch(credential: Any, *, now: datetime | None = None) -> None:
+    """Record a credential's use (its ``last_used_at``) at most once per
+    PLANGATE_API_KEY_TOUCH_INTERVAL: one conditional UPDATE, not a write per request (a SIEM
+    or a CI job polls every few seconds). ``credential`` is a model instance with
+    ``last_used_at``: an API key, an audit token, an admin token.
+
+    Bookkeeping after the request's own work: a database error here is logged, not raised,
+    or an agent would get an error for a plan that was stored and declare it twice."""
+    now = now or timezone.now()
+    interval = timedelta(seconds=settings.PLANGATE_API_KEY_TOUCH_INTERVAL)
+    if credential.last_used_at is not None and now - credential.last_used_at < interval:
+        return
+    try:
+        type(credential)._default_manager.filter(pk=credential.pk).exclude(
+            last_used_at__gt=now - interval
+        ).update(last_used_at=now)
+    except DatabaseError as exc:
+        logger.warning("could not record the last use of %s: %s", credential, exc)
+        return
+    credential.last_used_at = now

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, cast
 
-from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.core.validators import validate_slug
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
 from audit.changes import created_changes, field_changes
 from guard.errors import FieldError
+from kernel.credentials import credential_touch
 from kernel.problems import Code, DomainError
 from kernel.sql import related_columns, related_instance, statement
 from teams.models import Group, Role, Team
@@ -391,18 +391,5 @@ def api_key_authenticate(plaintext: str) -> ApiKey:
 
 
 def api_key_touch(*, api_key: ApiKey, now: datetime | None = None) -> None:
-    """Record use at most once per interval: one conditional UPDATE, not a write per request."""
-    now = now or timezone.now()
-    interval = timedelta(seconds=settings.PLANGATE_API_KEY_TOUCH_INTERVAL)
-    if api_key.last_used_at is not None and now - api_key.last_used_at < interval:
-        return
-    try:
-        ApiKey.objects.filter(pk=api_key.pk).exclude(last_used_at__gt=now - interval).update(
-            last_used_at=now
-        )
-    except DatabaseError as exc:
-        # Bookkeeping after the call's own work has committed: failing here would answer an
-        # error for a plan that was stored, and the agent's retry would declare it twice.
-        logger.warning("could not record the last use of API key %s: %s", api_key.lookup_id, exc)
-        return
-    api_key.last_used_at = now
+    """Record use at most once per interval (kernel.credentials.credential_touch)."""
+    credential_touch(api_key, now=now)

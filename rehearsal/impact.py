@@ -442,3 +442,52 @@ def _warned(
         **LivePlanShown.fields_of(plan, role, groups),
         warnings=tuple(WarnedStep.from_warning(warning) for warning in warnings),
     )
+
+
+def impact_json(impact: PolicyImpact) -> dict[str, Any]:
+    """The preview's JSON, each step's ``index`` (from 0, as the ``steps[0]`` paths) beside
+    its ``number`` (from 1, as the preview page and every surface a person reads count it,
+    docs/decisions/0058), refused steps and warned ones alike."""
+    answer = impact.as_json()
+    answer["plans"] = [
+        {
+            **plan.as_json(),
+            "steps": [
+                {"index": step.index, "number": step.number, **step.as_json()}
+                for step in plan.steps
+            ],
+        }
+        for plan in impact.plans
+    ]
+    answer["warned"] = [
+        {
+            **plan.as_json(),
+            "warnings": [
+                {"index": warning.index, "number": warning.number, **warning.as_json()}
+                for warning in plan.warnings
+            ],
+        }
+        for plan in impact.warned
+    ]
+    return answer
+
+
+def impact_report(
+    *, policy: Policy | None, slug: str, document: object, limit: int = DEFAULT_LISTED
+) -> dict[str, Any]:
+    """The preview's JSON (``impact_json``) of publishing ``document`` as policy ``slug``;
+    ``policy`` None is a policy not created yet, which no agent points at, so no plan
+    reads it: the document is only validated. The one answer of ``manage.py preview_policy``
+    and ``POST /v1/admin/policies/{slug}/preview``."""
+    if policy is None:
+        policy_document_validate(document)
+        return {
+            "policy": slug,
+            "currentVersion": None,
+            "plansChecked": 0,
+            "plansAffected": 0,
+            "plans": [],
+            "plansWarned": 0,
+            "warned": [],
+        }
+    return impact_json(policy_impact(policy=policy, document=document, limit=limit))

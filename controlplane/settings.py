@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "audit",
     "notify",
     "rehearsal",
+    "adminapi",
 ]
 
 MIDDLEWARE = [

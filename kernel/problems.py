@@ -46,6 +46,8 @@ class Code(StrEnum):
     INVALID_API_KEY = "invalid_api_key"
     INVALID_TOKEN = "invalid_token"  # noqa: S105 (an error code, not a secret)
     INVALID_AUDIT_TOKEN = "invalid_audit_token"  # noqa: S105 (an error code, not a secret)
+    INVALID_ADMIN_TOKEN = "invalid_admin_token"  # noqa: S105 (an error code, not a secret)
+    READ_ONLY_TOKEN = "read_only_token"  # noqa: S105 (an error code, not a secret)
     AGENT_DISABLED = "agent_disabled"
     UNKNOWN_USER = "unknown_user"
     USER_DISABLED = "user_disabled"
@@ -56,6 +58,7 @@ class Code(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     NOT_ACCEPTABLE = "not_acceptable"
     PLAN_MISMATCH = "plan_mismatch"
+    PUBLISHED_MEANWHILE = "published_meanwhile"
     PLAN_REVOKED = "plan_revoked"
     PLAN_EXPIRED = "plan_expired"
     APPROVAL_PENDING = "approval_pending"
@@ -85,6 +88,8 @@ PROBLEMS: dict[Code, Problem] = {
     Code.INVALID_API_KEY: Problem(401, "The API key is missing or not valid"),
     Code.INVALID_TOKEN: Problem(401, "The token is not valid"),
     Code.INVALID_AUDIT_TOKEN: Problem(401, "The audit token is missing or not valid"),
+    Code.INVALID_ADMIN_TOKEN: Problem(401, "The admin token is missing or not valid"),
+    Code.READ_ONLY_TOKEN: Problem(403, "The admin token may only read"),
     Code.AGENT_DISABLED: Problem(403, "The agent is disabled"),
     Code.UNKNOWN_USER: Problem(403, "The plan's user is not a member of this team"),
     Code.USER_DISABLED: Problem(403, "The plan's user is disabled"),
@@ -95,6 +100,7 @@ PROBLEMS: dict[Code, Problem] = {
     Code.METHOD_NOT_ALLOWED: Problem(405, "Method not allowed"),
     Code.NOT_ACCEPTABLE: Problem(406, "Not acceptable"),
     Code.PLAN_MISMATCH: Problem(409, "The token does not belong to this plan"),
+    Code.PUBLISHED_MEANWHILE: Problem(409, "Another version was published meanwhile"),
     Code.PLAN_REVOKED: Problem(410, "The plan was revoked"),
     Code.PLAN_EXPIRED: Problem(410, "The plan has expired"),
     Code.APPROVAL_PENDING: Problem(409, "The plan is waiting for a person's approval"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.core.validators import validate_slug
@@ -173,6 +173,34 @@ def _group_named(team: Team, name: str) -> Group:
     if created:
         named_row_created(team, "group", group)
     return group
+
+
+def team_role_create(*, team: Team, name: str, description: str = "") -> Role:
+    """Create a role of ``team``; a name the team already has is refused at ``name``."""
+    return _named_row_create(Role, "role", team=team, name=name, description=description)
+
+
+def team_group_create(*, team: Team, name: str, description: str = "") -> Group:
+    """Create a member group of ``team``; a name the team already has is refused."""
+    return _named_row_create(Group, "group", team=team, name=name, description=description)
+
+
+def _named_row_create(
+    model: type[Role] | type[Group], object_type: str, *, team: Team, name: str, description: str
+) -> Any:
+    name = name.strip()
+    with transaction.atomic():
+        if not name:
+            raise _refusal([FieldError("name", "must not be empty")])
+        if model.objects.filter(team=team, name=name).exists():
+            raise _refusal(
+                [FieldError("name", f"team {team.slug} already has a {object_type} {name!r}")]
+            )
+        row = model(team=team, name=name, description=description)
+        _full_clean(row)
+        row.save()
+        named_row_created(team, object_type, row)
+    return row
 
 
 def member_upsert(

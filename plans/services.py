@@ -26,6 +26,7 @@ from kernel.sql import row_insert, row_read, statement
 from members.models import Agent, Member, email_case_lookalike
 from members.services import agent_require_active
 from policies.models import PolicyVersion
+from teams.models import Team
 
 from .approvals import ApprovalRequested, approval_still_covers, plan_approval_request
 from .intent_tokens import (
@@ -474,12 +475,26 @@ def plan_get_for_agent(*, agent: Agent, plan_id: str) -> Plan:
     return _plan_require_found(plan, plan_id)
 
 
-def _plan_require_found(plan: Plan | None, plan_id: str) -> Plan:
-    """``plan``, or ``plan_not_found``: the one answer for a plan that is not the agent's,
-    of this team or another, or for text that is no plan id."""
+def plan_get_for_team(*, team: Team | int, plan_id: str) -> Plan:
+    """A plan of ``team``, for its admins (the admin API); another team's is not found."""
+    if not _PLAN_ID.fullmatch(plan_id):
+        return _plan_require_found(None, plan_id, whose="this team")
+    plan = (
+        Plan.objects.select_related(
+            "team", "member", "member__role", "policy_version", "policy_version__policy"
+        )
+        .filter(pk=plan_id, team=team)
+        .first()
+    )
+    return _plan_require_found(plan, plan_id, whose="this team")
+
+
+def _plan_require_found(plan: Plan | None, plan_id: str, *, whose: str = "this agent") -> Plan:
+    """``plan``, or ``plan_not_found``: the one answer for a plan that is not the agent's
+    (or the team's), of this team or another, or for text that is no plan id."""
     if plan is None:
         shown = plan_id if _PLAN_ID.fullmatch(plan_id) else repr(plan_id)
-        raise DomainError(Code.PLAN_NOT_FOUND, f"No plan {shown} for this agent.")
+        raise DomainError(Code.PLAN_NOT_FOUND, f"No plan {shown} for {whose}.")
     return plan
 
 

@@ -51,7 +51,8 @@ def policy_version_publish(
     Saving the same document as the current version publishes nothing and returns the
     current version: a version number should mean a change. ``expected_base`` is the version
     number the editor started from (None: nothing was published then); a version published
-    since is not silently overwritten (DomainError ``invalid_request`` at ``expected_base``).
+    since is not silently overwritten (DomainError ``published_meanwhile``, 409, at
+    ``expected_base``).
     A publication is recorded in the team's activity log.
     """
     with transaction.atomic():
@@ -94,7 +95,7 @@ def _publish(
     ):
         by = f" by {current.created_by}" if current.created_by else ""
         raise DomainError(
-            Code.INVALID_REQUEST,
+            Code.PUBLISHED_MEANWHILE,
             "Another version was published meanwhile.",
             errors=[
                 FieldError(

@@ -37,7 +37,8 @@ def keep_test_transaction():
     request_finished.connect(close_old_connections)
 
 
-@schema.parametrize()
+# The admin API has its own credential and its own run (test_admin_api_schemathesis.py).
+@schema.exclude(tag="admin").parametrize()
 # Not the profile's: a fixed, derandomized run per operation, so a run is short and repeats.
 @settings(
     max_examples=40,

@@ -14,9 +14,17 @@ from guard.plan import MAX_GOAL_LENGTH, MAX_STEPS
 from kernel.problems import PROBLEM_CONTENT_TYPE, Code
 from members.models import ApiKey
 from plans.models import Plan, PlanToken
+from tests.adminapi.conftest import token_client
 from tests.conftest import plan_document
 
 PLAN_ID = "01JAAAAAAAAAAAAAAAAAAAAAAA"
+
+
+ADMIN_PATH_ARGUMENTS = {
+    "<str:agent_id>": PLAN_ID,
+    "<str:prefix>": "pg_0123456789ab",
+    "<slug:slug>": "default",
+}
 
 
 def _api_post_paths() -> list[str]:
@@ -45,6 +53,9 @@ def _api_post_paths() -> list[str]:
             continue
         for name in ("<str:plan_id>", "<plan_id>"):
             route = route.replace(name, PLAN_ID)
+        # The admin API's other arguments (a refusal of the size comes before any lookup).
+        for name, value in ADMIN_PATH_ARGUMENTS.items():
+            route = route.replace(name, value)
         assert "<" not in route, f"fill in the path argument of {route}"
         paths.append(route)
     return sorted(paths)
@@ -75,8 +86,10 @@ def test_every_post_endpoint_of_the_api_is_covered():
 @pytest.mark.parametrize("path", API_POST_PATHS)
 def test_a_body_over_the_limit_is_a_413_problem_and_writes_nothing(agent, path):
     before = _rows()
+    # The admin API's doors want an admin token, the agents' an API key.
+    client = token_client(agent.team) if path.startswith("/v1/admin/") else agent.client
 
-    response = agent.client.post(path, data=_oversized_json(), content_type="application/json")
+    response = client.post(path, data=_oversized_json(), content_type="application/json")
 
     assert response.status_code == 413, response.content[:300]
     assert response["Content-Type"] == PROBLEM_CONTENT_TYPE

@@ -81,7 +81,7 @@ def test_a_version_published_since_the_editor_started_is_not_overwritten(team):
     with pytest.raises(DomainError) as stale:
         policy_version_publish(policy=first.policy, document=POLICY, expected_base=1)
 
-    assert stale.value.code == Code.INVALID_REQUEST
+    assert stale.value.code == Code.PUBLISHED_MEANWHILE
     assert [error.path for error in stale.value.errors] == ["expected_base"]
     assert "Version 2 was published by cli" in stale.value.errors[0].detail
     assert first.policy.versions.count() == 2

@@ -1,7 +1,8 @@
 """``plangate``: the guard's command line. Validate a plan or a policy, see the decision the
 guard would make on a call, run a policy's test cases, verify or read an intent token:
 offline, with the code the control plane and the guard run (guard.plan, guard.policy,
-guard.offline, guard.tokens), never a second copy of it.
+guard.offline, guard.tokens), never a second copy of it. ``plangate policy diff|preview|push``
+works on a folder of policies against a control plane's admin API (guard.policy_repo).
 
 Exit status: 0 valid / allowed / every case passed / token verified; 1 invalid / not
 allowed / a case failed / token refused; 2 the question could not be asked (bad usage, an
@@ -399,8 +400,9 @@ def _seconds(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="plangate",
-        description="Plangate's guard, offline: validate plans and policies, check a call, "
-        "test a policy, verify an intent token.",
+        description="Plangate's guard: validate plans and policies, check a call, test a "
+        "policy, verify an intent token (all offline); diff, preview and push a folder of "
+        "policies against a control plane.",
         epilog="Exit status: 0 valid/allowed/passed, 1 invalid/blocked/failed, 2 usage or "
         "unreadable input.",
     )
@@ -491,7 +493,64 @@ def build_parser() -> argparse.ArgumentParser:
     )
     decode.add_argument("token", metavar="TOKEN", help="the token, or - for standard input")
     decode.set_defaults(run=cmd_token_decode)
+    _policy_parsers(commands)
     return parser
+
+
+# --- plangate policy (against a control plane's admin API) ---------------------------------
+
+
+def cmd_policy(args: argparse.Namespace) -> int:
+    from guard.policy_repo import Refused, RepoError, run
+
+    try:
+        return run(
+            args.policy_command,
+            folder=args.folder,
+            url=args.url,
+            token=args.token,
+            fail_on_impact=getattr(args, "fail_on_impact", False),
+            comment=getattr(args, "comment", None),
+            as_json=args.json,
+        )
+    except RepoError as error:
+        raise UsageError(str(error)) from None
+    except Refused as error:
+        print(f"plangate: {error}", file=sys.stderr)
+        return REFUSED
+
+
+def _policy_parsers(commands: Any) -> None:
+    policy = commands.add_parser(
+        "policy",
+        help="diff, preview or push a folder of policy files against a control plane",
+        description="Work on a folder of policy files (<slug>.json) against a control "
+        "plane's admin API: the URL in --url or $PLANGATE_URL, an admin token in --token or "
+        "$PLANGATE_ADMIN_TOKEN (read-only for diff and preview, read-write for push).",
+    )
+    actions = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
+    helps = {
+        "diff": "show how each policy file differs from its active version",
+        "preview": "print the impact preview of each changed policy (exit 1 with "
+        "--fail-on-impact when a live plan would be refused)",
+        "push": "publish each changed policy, refusing a version published meanwhile "
+        "(with --fail-on-impact, nothing when a live plan would be refused)",
+    }
+    for name, text in helps.items():
+        action = actions.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        action.add_argument("folder", metavar="FOLDER", help="the folder of policy files")
+        action.add_argument("--url", help="the control plane's URL (default: $PLANGATE_URL)")
+        action.add_argument("--token", help="an admin token (default: $PLANGATE_ADMIN_TOKEN)")
+        action.add_argument("--json", action="store_true", help="machine-readable output")
+        if name != "diff":
+            action.add_argument(
+                "--fail-on-impact",
+                action="store_true",
+                help="exit 1 when a live plan would be refused at its next refresh",
+            )
+        if name == "push":
+            action.add_argument("--comment", help="the versions' comment (default: the commit)")
+        action.set_defaults(run=cmd_policy)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

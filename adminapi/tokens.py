@@ -14,7 +14,7 @@ from django.utils import timezone
 from audit.actors import current_actor
 from audit.changes import change_append, created_changes
 from guard.errors import FieldError
-from kernel.credentials import credential_touch
+from kernel.credentials import credential_lookup, credential_touch
 from kernel.problems import Code, DomainError
 from teams.models import Team
 
@@ -90,17 +90,10 @@ def admin_token_authenticate(plaintext: str) -> AdminToken:
     invalid = DomainError(
         Code.INVALID_ADMIN_TOKEN, "The admin token is missing, unknown or revoked."
     )
-    parsed = ADMIN_TOKEN_FORMAT.parse(plaintext)
-    if parsed is None:
-        raise invalid
-    lookup_id, secret = parsed
-    token = (
-        AdminToken.objects.usable()
-        .select_related("team", "user")
-        .filter(lookup_id=lookup_id)
-        .first()
+    token = credential_lookup(
+        AdminToken.objects.usable().select_related("team", "user"), ADMIN_TOKEN_FORMAT, plaintext
     )
-    if token is None or not ADMIN_TOKEN_FORMAT.matches(token.secret_hash, secret):
+    if token is None:
         raise invalid
     return token
 

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from guard.errors import FieldError
-from kernel.credentials import credential_touch
+from kernel.credentials import credential_lookup, credential_touch
 from kernel.problems import Code, DomainError
 from teams.models import Team
 
@@ -76,15 +76,10 @@ def audit_token_authenticate(plaintext: str) -> AuditToken:
     invalid = DomainError(
         Code.INVALID_AUDIT_TOKEN, "The audit token is missing, unknown or revoked."
     )
-    parsed = AUDIT_TOKEN_FORMAT.parse(plaintext)
-    if parsed is None:
-        raise invalid
-    lookup_id, secret = parsed
-    try:
-        token = AuditToken.objects.usable().select_related("team").get(lookup_id=lookup_id)
-    except AuditToken.DoesNotExist:
-        raise invalid from None
-    if not AUDIT_TOKEN_FORMAT.matches(token.secret_hash, secret):
+    token = credential_lookup(
+        AuditToken.objects.usable().select_related("team"), AUDIT_TOKEN_FORMAT, plaintext
+    )
+    if token is None:
         raise invalid
     return token
 

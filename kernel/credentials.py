@@ -107,3 +107,17 @@ def credential_touch(credential: Any, *, now: datetime | None = None) -> None:
         logger.warning("could not record the last use of %s: %s", credential, exc)
         return
     credential.last_used_at = now
+
+
+def credential_lookup(queryset: Any, credential_format: CredentialFormat, plaintext: str) -> Any:
+    """The row of ``queryset`` (usable credentials of one kind) that ``plaintext`` names and
+    whose secret it holds, or None: a malformed credential reaches no query, and the secret
+    is compared in constant time."""
+    parsed = credential_format.parse(plaintext)
+    if parsed is None:
+        return None
+    lookup_id, secret = parsed
+    row = queryset.filter(lookup_id=lookup_id).first()
+    if row is None or not credential_format.matches(row.secret_hash, secret):
+        return None
+    return row

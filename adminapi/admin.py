@@ -1,7 +1,7 @@
-"""Admin for admin API tokens: superusers only, as audit tokens (audit.admin_tokens). A token
-is created from "Add admin token" and its plaintext shown once, on the page answering the
-form; it can then only be revoked. Creating and revoking one is recorded in the team's
-activity log."""
+"""Admin API tokens in the console: superusers only, as audit tokens. A token is created
+from "Add admin token" and its plaintext shown once, on the page answering the form; it can
+then only be revoked (kernel.admin_credentials.SuperuserTokenAdmin). Creating and revoking
+one is recorded in the team's activity log."""
 
 from __future__ import annotations
 
@@ -10,21 +10,13 @@ from typing import Any, ClassVar
 from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest
-from django.urls import reverse
-from django.utils.html import format_html
 
-from kernel.admin_actions import OneTimeFormToken, confirm_action
 from kernel.admin_base import PlangateModelAdmin
-from kernel.admin_credentials import RevocableCredentialAdmin
-from kernel.admin_secrets import shown_once_view
+from kernel.admin_credentials import SuperuserTokenAdmin
 from teams.models import Team
 
 from .models import AdminToken
 from .tokens import admin_token_create, admin_token_revoke
-
-ADMIN_TOKEN_FORM_TOKEN = OneTimeFormToken("admin-token-create")
 
 
 class AdminTokenCreateForm(forms.Form):
@@ -47,12 +39,12 @@ class AdminTokenCreateForm(forms.Form):
     )
 
 
-def _is_superuser(request: HttpRequest) -> bool:
-    return bool(getattr(request.user, "is_superuser", False))
-
-
 @admin.register(AdminToken)
-class AdminTokenAdmin(RevocableCredentialAdmin, PlangateModelAdmin):
+class AdminTokenAdmin(SuperuserTokenAdmin, PlangateModelAdmin):
+    noun = "admin token"
+    form_class = AdminTokenCreateForm
+    form_template = "admin/adminapi/admintoken/create.html"
+    created_template = "admin/adminapi/admintoken/created.html"
     list_display = [
         "prefix_shown",
         "name",
@@ -79,92 +71,15 @@ class AdminTokenAdmin(RevocableCredentialAdmin, PlangateModelAdmin):
         "revoked_at",
     )
     readonly_fields = fields
-    actions = ["revoke_admin_tokens"]
-    object_actions = {"revoke_admin_tokens": "Revoke this token"}
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return _is_superuser(request)
-
-    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
-        return _is_superuser(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return _is_superuser(request)
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_revoke_permission(self, request: HttpRequest, obj=None) -> bool:
-        return _is_superuser(request)
 
     @admin.display(description="scope")
     def scope_shown(self, token: AdminToken) -> str:
         return token.scope
 
-    @admin.display(description="state")
-    def state(self, token: AdminToken) -> str:
-        state = "revoked" if token.is_revoked() else "active"
-        return format_html('<span class="plangate-badge {}">{}</span>', state, state)
-
-    def add_view(self, request: HttpRequest, form_url: str = "", extra_context=None):
-        if not self.has_add_permission(request):
-            raise PermissionDenied
-
-        def create(data: dict[str, Any]) -> tuple[AdminToken, str]:
-            token, plaintext = admin_token_create(
-                team=data["team"],
-                name=data["name"],
-                can_write=data["can_write"],
-                user=data["user"],
-            )
-            self.log_addition(request, token, f"Created admin token {token.prefix}.")
-            return token, plaintext
-
-        return shown_once_view(
-            self,
-            request,
-            form=AdminTokenCreateForm(request.POST if request.method == "POST" else None),
-            form_token=ADMIN_TOKEN_FORM_TOKEN,
-            credential_name="token",
-            create=create,
-            form_template="admin/adminapi/admintoken/create.html",
-            created_template="admin/adminapi/admintoken/created.html",
-            context={
-                "title": "Create an admin token",
-                "back_url": reverse("admin:adminapi_admintoken_changelist"),
-                "submit_label": "Create admin token",
-            },
-            created_context=lambda token: {
-                "title": f"Admin token for {token.team.slug}",
-                "token": token,
-                "back_label": "Done, back to the admin tokens",
-            },
+    def token_create(self, data: dict[str, Any]) -> tuple[AdminToken, str]:
+        return admin_token_create(
+            team=data["team"], name=data["name"], can_write=data["can_write"], user=data["user"]
         )
 
-    @admin.action(description="Revoke selected admin tokens", permissions=["revoke"])
-    def revoke_admin_tokens(self, request: HttpRequest, queryset, next_url: str = ""):
-        confirmation = confirm_action(
-            self,
-            request,
-            queryset,
-            action="revoke_admin_tokens",
-            next_url=next_url,
-            title="Revoke admin tokens",
-            question="Revoke these admin tokens? Every request made with them is refused "
-            "from now on.",
-            button="Yes, revoke",
-            warning="This cannot be undone: the scripts that use them need a new token.",
-        )
-        if confirmation is not None:
-            return confirmation
-
-        def revoke(token: AdminToken) -> bool:
-            if not admin_token_revoke(token=token):
-                return False
-            self.log_change(request, token, "Revoked.")
-            return True
-
-        return self.credentials_revoke(request, queryset, revoke=revoke, plural="tokens")
+    def token_revoke(self, token: AdminToken) -> bool:
+        return admin_token_revoke(token=token)

@@ -77,7 +77,7 @@ def test_a_superuser_creates_a_token_shown_once_and_revokes_it(team, superuser_c
     assert api(plaintext).get("/v1/admin/agents").status_code == 200
 
     superuser_client.post(
-        TOKENS, {"action": "revoke_admin_tokens", "_selected_action": [token.pk], "post": "yes"}
+        TOKENS, {"action": "revoke_tokens", "_selected_action": [token.pk], "post": "yes"}
     )
     token.refresh_from_db()
     assert token.revoked_at is not None

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "audit",
     "notify",
     "rehearsal",
+    "directory",
     "adminapi",
 ]
 
@@ -273,6 +274,10 @@ PLANGATE_API_KEY_TOUCH_INTERVAL = env.int("PLANGATE_API_KEY_TOUCH_INTERVAL", def
 # Requests per API key, and failed authentications per client address, per fixed window
 # (N/sec, N/min, N/hour, N/day).
 PLANGATE_RATE_LIMIT = env.str("PLANGATE_RATE_LIMIT", default="600/min")
+# SCIM (/scim/v2, docs/scim.md): where a provisioned user's role is (roles: the primary
+# value, else the first; userType; title), and the most resources a list answers at once.
+SCIM_ROLE_ATTRIBUTE = env.str("SCIM_ROLE_ATTRIBUTE", default="roles")
+SCIM_MAX_RESULTS = env.int("SCIM_MAX_RESULTS", default=200)
 PLANGATE_AUTH_FAILURE_LIMIT = env.str("PLANGATE_AUTH_FAILURE_LIMIT", default="30/min")
 # Retry-After, in seconds, of a 503 `database_unavailable`.
 PLANGATE_DATABASE_RETRY_AFTER = env.int("PLANGATE_DATABASE_RETRY_AFTER", default=5)

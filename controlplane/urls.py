@@ -34,6 +34,7 @@ urlpatterns = [
     path("v1/docs", api_docs, name="docs"),
     path("v1/audit/", include("audit.urls")),
     path("v1/admin/", include("adminapi.urls")),
+    path("scim/v2/", include("directory.urls")),
     path("v1/", include("plans.urls")),
     path("admin/", admin.site.urls),
 ]

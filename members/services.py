@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from audit.changes import created_changes, field_changes
+from audit.changes import change_append, created_changes, field_changes
 from guard.errors import FieldError
 from kernel.credentials import credential_touch
 from kernel.problems import Code, DomainError
@@ -183,6 +183,73 @@ def team_role_create(*, team: Team, name: str, description: str = "") -> Role:
 def team_group_create(*, team: Team, name: str, description: str = "") -> Group:
     """Create a member group of ``team``; a name the team already has is refused."""
     return _named_row_create(Group, "group", team=team, name=name, description=description)
+
+
+def team_group_update(
+    *, group: Group, name: str | None = None, description: str | None = None
+) -> Group:
+    """Rename a member group or change its description; a name another group of the team
+    has is refused. Policies name groups: a renamed group is what a policy naming the new
+    name admits from now on, as the record of the change says."""
+    with transaction.atomic():
+        before = {"name": group.name, "description": group.description}
+        if name is not None:
+            name = name.strip()
+            if not name:
+                raise _refusal([FieldError("name", "must not be empty")])
+            if Group.objects.filter(team=group.team_id, name=name).exclude(pk=group.pk).exists():
+                raise _refusal([FieldError("name", f"the team already has a group {name!r}")])
+            group.name = name
+        if description is not None:
+            group.description = description
+        _full_clean(group)
+        group.save()
+        changes = field_changes(before, {"name": group.name, "description": group.description})
+        if changes:
+            change_append(
+                team=group.team_id,
+                object_type="group",
+                object_id=group.pk,
+                name=group.name,
+                action="updated",
+                changes=changes,
+            )
+    return group
+
+
+def team_group_delete(*, group: Group) -> None:
+    """Delete a member group: its members leave it (each change recorded as theirs)."""
+    with transaction.atomic():
+        for member in group.members.select_related("team", "role").order_by("pk"):
+            member_save(
+                team=member.team,
+                member=member,
+                email=member.email,
+                groups=[other for other in member.groups.all() if other.pk != group.pk],
+            )
+        change_append(
+            team=group.team_id,
+            object_type="group",
+            object_id=group.pk,
+            name=group.name,
+            action="deleted",
+            changes={"name": [group.name, None]},
+        )
+        group.delete()
+
+
+def team_group_members_set(*, group: Group, members: Iterable[Member]) -> None:
+    """Make ``members`` (of the group's team) exactly the group's members; each member who
+    joins or leaves is saved through ``member_save``, so their change is recorded."""
+    wanted = {member.pk: member for member in members}
+    with transaction.atomic():
+        current = {member.pk: member for member in group.members.all()}
+        for member_id in sorted(set(wanted) ^ set(current)):
+            member = Member.objects.select_related("team", "role").get(pk=member_id)
+            groups = [other for other in member.groups.all() if other.pk != group.pk]
+            if member_id in wanted:
+                groups.append(group)
+            member_save(team=member.team, member=member, email=member.email, groups=groups)
 
 
 def _named_row_create(

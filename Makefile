@@ -65,7 +65,7 @@ bench: $(READY)
 lint: $(READY)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy guard teams members policies plans audit kernel notify rehearsal directory adminapi controlplane
+	$(BIN)/mypy guard teams members policies plans audit kernel notify rehearsal directory identity adminapi controlplane
 	$(BIN)/lint-imports
 
 # The documentation site (mkdocs.yml) into site/; --strict: a broken link or a moved example

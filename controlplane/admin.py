@@ -63,6 +63,24 @@ class PlangateAdminSite(admin.AdminSite):
             *super().get_urls(),
         ]
 
+    def login(self, request, extra_context=None):
+        """The sign-in page: "Sign in with single sign-on" when OIDC is configured, the
+        password form unless PASSWORD_LOGIN turned it off (a password POST is then
+        refused, whatever it holds)."""
+        from django.core.exceptions import PermissionDenied
+
+        from identity.oidc import oidc_enabled, password_login_enabled
+
+        if request.method == "POST" and not password_login_enabled():
+            raise PermissionDenied("Password sign-in is turned off: use single sign-on.")
+        context = {
+            "sso_enabled": oidc_enabled(),
+            "password_login": password_login_enabled(),
+            "sso_failed": request.GET.get("sso") == "failed",
+            **(extra_context or {}),
+        }
+        return super().login(request, context)
+
     def index(self, request, extra_context=None):
         """The index with, above the app list, the overview of the user's teams, or, for
         staff of no team, who can give them access."""

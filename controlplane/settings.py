@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "notify",
     "rehearsal",
     "directory",
+    "identity",
     "adminapi",
 ]
 
@@ -81,6 +82,29 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+
+# Single sign-on to the console with OpenID Connect (identity/, docs/sso.md): on when
+# OIDC_ISSUER is set; the provider's endpoints come from its discovery document. The role
+# claim and the operator's map say who may use the console as what. PASSWORD_LOGIN=false
+# then turns password sign-in off.
+OIDC_ISSUER = env.str("OIDC_ISSUER", default="")
+OIDC_RP_CLIENT_ID = env.str("OIDC_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env.str("OIDC_CLIENT_SECRET", default="")
+OIDC_RP_SIGN_ALGO = env.str("OIDC_SIGN_ALGO", default="RS256")
+OIDC_RP_SCOPES = env.str("OIDC_SCOPES", default="openid email profile")
+OIDC_ROLE_CLAIM = env.str("OIDC_ROLE_CLAIM", default="groups")
+OIDC_ROLE_MAP = env.str("OIDC_ROLE_MAP", default="")
+OIDC_DISCOVERY_CACHE_SECONDS = env.int("OIDC_DISCOVERY_CACHE_SECONDS", default=3600)
+OIDC_AUTHENTICATE_CLASS = "identity.views.SingleSignOnStart"
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = 10
+LOGIN_REDIRECT_URL = "/admin/"
+LOGIN_REDIRECT_URL_FAILURE = "/admin/login/?sso=failed"
+PASSWORD_LOGIN = env.bool("PASSWORD_LOGIN", default=True)
+if OIDC_ISSUER:
+    AUTHENTICATION_BACKENDS.append("identity.backends.PlangateOIDCBackend")
+    if not PASSWORD_LOGIN:
+        AUTHENTICATION_BACKENDS.remove("django.contrib.auth.backends.ModelBackend")
 
 ROOT_URLCONF = "controlplane.urls"
 WSGI_APPLICATION = "controlplane.wsgi.application"

@@ -36,5 +36,6 @@ urlpatterns = [
     path("v1/admin/", include("adminapi.urls")),
     path("scim/v2/", include("directory.urls")),
     path("v1/", include("plans.urls")),
+    path("oidc/", include("mozilla_django_oidc.urls")),
     path("admin/", admin.site.urls),
 ]

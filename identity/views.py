@@ -1,0 +1,25 @@
+"""The single sign-on doors: the start of the code flow (mozilla-django-oidc's view, the
+authorization endpoint from discovery) and the password login's refusal when it is off."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from mozilla_django_oidc.views import OIDCAuthenticationRequestView
+
+from .oidc import oidc_enabled, oidc_setting
+
+
+class SingleSignOnStart(OIDCAuthenticationRequestView):
+    get_settings = staticmethod(oidc_setting)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super(OIDCAuthenticationRequestView, self).__init__(*args, **kwargs)
+
+    def get(self, request):  # type: ignore[no-untyped-def]
+        if not oidc_enabled():
+            raise Http404("Single sign-on is not configured.")
+        self.OIDC_OP_AUTH_ENDPOINT = oidc_setting("OIDC_OP_AUTHORIZATION_ENDPOINT")
+        self.OIDC_RP_CLIENT_ID = oidc_setting("OIDC_RP_CLIENT_ID")
+        return super().get(request)

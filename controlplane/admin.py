@@ -50,9 +50,16 @@ class PlangateAdminSite(admin.AdminSite):
         # Imported here: this module is loaded while the app registry is being populated.
         from django.urls import path
 
+        from identity.mfa_views import mfa_recovery_codes, mfa_setup, mfa_verify
         from members.admin_invite import SetPasswordView, invite_view
 
+        def page(view):
+            return self.admin_view(lambda request: view(self, request))
+
         return [
+            path("mfa/", page(mfa_verify), name="plangate_mfa"),
+            path("mfa/setup/", page(mfa_setup), name="plangate_mfa_setup"),
+            path("mfa/recovery-codes/", page(mfa_recovery_codes), name="plangate_mfa_recovery"),
             path("invite/", self.admin_view(invite_view), name="plangate_invite"),
             # Not behind admin_view: the invited person has no password yet.
             path(

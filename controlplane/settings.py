@@ -52,6 +52,10 @@ INSTALLED_APPS = [
     "notify",
     "rehearsal",
     "directory",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
+    "django_otp_webauthn",
     "identity",
     "adminapi",
 ]
@@ -68,6 +72,10 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # request.user.is_verified(): a second factor proved in this session (django-otp), and
+    # the console closed to someone MFA binds until they prove one (identity.mfa).
+    "django_otp.middleware.OTPMiddleware",
+    "identity.mfa.MfaMiddleware",
     # The signed-in admin is the actor of the changes their requests record.
     "audit.doors.ActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -101,6 +109,19 @@ OIDC_TIMEOUT = 10
 LOGIN_REDIRECT_URL = "/admin/"
 LOGIN_REDIRECT_URL_FAILURE = "/admin/login/?sso=failed"
 PASSWORD_LOGIN = env.bool("PASSWORD_LOGIN", default=True)
+
+# MFA for password sign-in (identity/mfa.py, docs/mfa.md): whom it binds, any of
+# superusers, key_operators, staff; empty: nobody. TOTP codes name this issuer in the app.
+MFA_REQUIRED_FOR = env.list("MFA_REQUIRED_FOR", default=["superusers", "key_operators"])
+OTP_TOTP_ISSUER = env.str("OTP_TOTP_ISSUER", default="Plangate")
+# Passkeys (WebAuthn): the relying party is the console's host name; the origins the
+# browser may sign for (https, or http on localhost).
+OTP_WEBAUTHN_RP_ID = env.str("WEBAUTHN_RP_ID", default="localhost")
+OTP_WEBAUTHN_RP_NAME = "Plangate"
+OTP_WEBAUTHN_ALLOWED_ORIGINS = env.list(
+    "WEBAUTHN_ALLOWED_ORIGINS", default=["http://localhost:8000"]
+)
+OTP_WEBAUTHN_ALLOW_PASSWORDLESS_LOGIN = False
 if OIDC_ISSUER:
     AUTHENTICATION_BACKENDS.append("identity.backends.PlangateOIDCBackend")
     if not PASSWORD_LOGIN:

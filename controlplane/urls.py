@@ -37,5 +37,6 @@ urlpatterns = [
     path("scim/v2/", include("directory.urls")),
     path("v1/", include("plans.urls")),
     path("oidc/", include("mozilla_django_oidc.urls")),
+    path("webauthn/", include("django_otp_webauthn.urls", namespace="otp_webauthn")),
     path("admin/", admin.site.urls),
 ]

@@ -258,6 +258,10 @@ def main() -> int:
     port = env.get("PORT", "8000")
     base_url = f"http://localhost:{port}"
     env.setdefault("PLANGATE_ISSUER", base_url)
+    # The demo's printed admin signs straight in on a laptop; a real deployment binds
+    # superusers and key operators to a second factor (MFA_REQUIRED_FOR, docs/mfa.md).
+    env.setdefault("MFA_REQUIRED_FOR", "")
+    env.setdefault("WEBAUTHN_ALLOWED_ORIGINS", base_url)
     for command in start_commands(base_url):
         output = manage(env, *command)
         printed = _PRINTED_API_KEY.search(output)

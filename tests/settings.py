@@ -21,3 +21,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Redis store override CACHES themselves.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 STATIC_ROOT = None  # whitenoise serves through finders in tests
+# The console's tests sign in as superusers with a password; the MFA tests
+# (tests/browser/test_mfa.py, tests/identity) turn MFA on themselves.
+MFA_REQUIRED_FOR = []

@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 import jwt
+import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
@@ -16,7 +17,7 @@ from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
-from .oidc import ENDPOINTS, console_access_apply, grants_for, oidc_setting
+from .oidc import ENDPOINTS, DiscoveryFailed, console_access_apply, grants_for, oidc_setting
 
 security_logger = logging.getLogger("plangate.security")
 
@@ -38,6 +39,15 @@ class PlangateOIDCBackend(OIDCAuthenticationBackend):
         if name in ENDPOINTS:
             return oidc_setting(name)
         raise AttributeError(name)
+
+    def authenticate(self, request: Any, **kwargs: Any) -> Any:
+        """mozilla-django-oidc's code exchange; a provider that cannot be reached (or that
+        answers nonsense) is a failed sign-in, sent back to the sign-in page, not a 500."""
+        try:
+            return super().authenticate(request, **kwargs)
+        except (requests.RequestException, DiscoveryFailed, ValueError, KeyError) as error:
+            security_logger.warning("single sign-on failed: %s", error)
+            return None
 
     def verify_claims(self, claims: dict[str, Any]) -> bool:
         email = claims.get("email")

@@ -25,6 +25,7 @@ from .mfa import (
     mfa_required,
     recovery_codes_issue,
     recovery_codes_left,
+    second_factor_verify,
     second_factors,
 )
 
@@ -56,9 +57,9 @@ def mfa_verify(site: Any, request: HttpRequest) -> HttpResponse:
         return HttpResponseRedirect(f"{reverse('admin:plangate_mfa_setup')}?next={_next(request)}")
     form = CodeForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        code = form.cleaned_data["code"].strip().replace(" ", "")
+        code = form.cleaned_data["code"]
         for device in second_factors(user):
-            if device.verify_is_allowed()[0] and device.verify_token(code):
+            if second_factor_verify(device, code):
                 otp_login(request, device)
                 return HttpResponseRedirect(_next(request))
         form.add_error("code", "That code is not valid (or was used already).")

@@ -60,3 +60,20 @@ def test_no_second_passkey_before_the_first_factor_is_proved(root):
     # enrolment too asks for the factor already there
     answer = client.get("/admin/mfa/setup/")
     assert answer.status_code == 302 and answer["Location"].startswith("/admin/mfa/")
+
+
+def test_a_provider_that_is_down_sends_people_back_to_the_sign_in_page(settings, db):
+    settings.OIDC_ISSUER = "http://127.0.0.1:9/o"  # nothing listens on the discard port
+    settings.OIDC_RP_CLIENT_ID, settings.OIDC_RP_CLIENT_SECRET = "id", "secret"
+    answer = Client().get("/oidc/authenticate/")
+    assert answer.status_code == 302
+    assert answer["Location"] == "/admin/login/?sso=failed"
+    page = Client().get(answer["Location"])
+    assert b"Single sign-on did not sign you in" in page.content
+
+
+def test_a_callback_without_a_started_sign_in_is_refused_not_a_server_error(settings, db):
+    settings.OIDC_ISSUER = "http://127.0.0.1:9/o"
+    settings.AUTHENTICATION_BACKENDS = [*settings.AUTHENTICATION_BACKENDS, SSO_BACKEND]
+    answer = Client().get("/oidc/callback/", {"code": "x", "state": "y"})
+    assert answer.status_code in (302, 400)

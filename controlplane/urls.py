@@ -33,6 +33,7 @@ urlpatterns = [
     path("v1/schema", SpectacularAPIView.as_view(), name="schema"),
     path("v1/docs", api_docs, name="docs"),
     path("v1/audit/", include("audit.urls")),
+    path("v1/", include("notify.urls")),
     path("v1/", include("plans.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -249,9 +249,7 @@ def _scan_team(team_id: int, now: datetime) -> tuple[int, int]:
         upto = min(end, cursor.last_seq + SCAN_BATCH)
         if upto == cursor.last_seq:
             return 0, 0
-        window = AuditRecord.objects.filter(
-            team_id=team_id, seq__gt=cursor.last_seq, seq__lte=upto
-        )
+        window = AuditRecord.objects.filter(team_id=team_id, seq__gt=cursor.last_seq, seq__lte=upto)
         read = raised = 0
         for kind, (record_kind, code) in _FACTS.items():
             if kind not in by_kind:
@@ -347,7 +345,9 @@ def _scan_waiting_approvals(now: datetime) -> int:
     for rule in rules.select_related("team"):
         waiting = (
             plans_awaiting_approval()
-            .filter(team_id=rule.team_id, created_at__lte=now - timedelta(minutes=rule.wait_minutes))
+            .filter(
+                team_id=rule.team_id, created_at__lte=now - timedelta(minutes=rule.wait_minutes)
+            )
             .exclude(pk__in=Alert.objects.filter(rule=rule).values("subject"))
             .select_related("member")
         )
@@ -385,4 +385,3 @@ def key_rotation_failed_raise(*, detail: str, now: datetime | None = None) -> in
         )
         count += 1
     return count
-

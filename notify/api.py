@@ -10,7 +10,12 @@ from django.views.decorators.csrf import csrf_exempt
 
 from kernel.problems import PROBLEM_CONTENT_TYPE, Code, DomainError, problem_body
 
-from .slack import slack_answer_queue, slack_interaction_handle, slack_request_verify
+from .slack import (
+    not_an_interaction,
+    slack_answer_queue,
+    slack_interaction_handle,
+    slack_request_verify,
+)
 
 
 def _problem(request: HttpRequest, error: DomainError) -> JsonResponse:
@@ -24,11 +29,15 @@ def _problem(request: HttpRequest, error: DomainError) -> JsonResponse:
 @csrf_exempt  # Slack's own signature is the check (a form post from no browser session)
 def slack_interactions(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
-        error = DomainError(
-            Code.METHOD_NOT_ALLOWED, "Slack posts here.", headers={"Allow": "POST"}
-        )
+        error = DomainError(Code.METHOD_NOT_ALLOWED, "Slack posts here.", headers={"Allow": "POST"})
         return _problem(request, error)
     body = request.body
+    try:
+        # Slack sends UTF-8 form bodies; anything else is no interaction (and the verifier
+        # reads the body as text).
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return _problem(request, not_an_interaction())
     try:
         slack_request_verify(
             body=body,

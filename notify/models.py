@@ -214,9 +214,7 @@ class AlertDelivery(models.Model):
 
     @property
     def succeeded(self) -> bool:
-        return not self.error and (
-            self.status_code is None or 200 <= self.status_code < 300
-        )
+        return not self.error and (self.status_code is None or 200 <= self.status_code < 300)
 
 
 class TeamSlack(models.Model):

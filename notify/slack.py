@@ -55,9 +55,7 @@ def team_slack_save(*, team: Team, webhook_url: str = "", active: bool = True) -
         raise DomainError(
             Code.INVALID_REQUEST,
             "That is not a Slack incoming webhook URL.",
-            errors=[
-                FieldError("webhook_url", f"starts with {SLACK_WEBHOOK_PREFIX} (Slack's own)")
-            ],
+            errors=[FieldError("webhook_url", f"starts with {SLACK_WEBHOOK_PREFIX} (Slack's own)")],
         )
     with transaction.atomic():
         slack = TeamSlack.objects.select_for_update().filter(team=team).first()
@@ -253,12 +251,16 @@ def _payload(body: bytes) -> dict[str, Any]:
     except (UnicodeDecodeError, ValueError):
         payload = None
     if not isinstance(payload, dict):
-        raise DomainError(
-            Code.INVALID_REQUEST,
-            "The body is not a Slack interaction.",
-            errors=[FieldError("payload", "a form field holding one JSON object")],
-        )
+        raise not_an_interaction()
     return payload
+
+
+def not_an_interaction() -> DomainError:
+    return DomainError(
+        Code.INVALID_REQUEST,
+        "The body is not a Slack interaction.",
+        errors=[FieldError("payload", "a form field holding one JSON object")],
+    )
 
 
 def _text(value: Any) -> str:
@@ -317,9 +319,7 @@ def slack_interaction_handle(*, body: bytes) -> SlackAnswer:
     text = f"{verb} by {decision.by}: {plan.goal[:200]}"
     if decision.reason:
         text += f"\nReason: {decision.reason}"
-    return SlackAnswer(
-        {"replace_original": True, "text": text}, response_url, decided=True
-    )
+    return SlackAnswer({"replace_original": True, "text": text}, response_url, decided=True)
 
 
 def _reason(payload: dict[str, Any]) -> str:

@@ -8,115 +8,305 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('notify', '0003_team_from_teams'),
-        ('teams', '0002_token_binding_and_status_list'),
+        ("notify", "0003_team_from_teams"),
+        ("teams", "0002_token_binding_and_status_list"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AlertCursor',
+            name="AlertCursor",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('last_seq', models.BigIntegerField(default=0)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('team', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='teams.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("last_seq", models.BigIntegerField(default=0)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "team",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="teams.team",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='AlertRule',
+            name="AlertRule",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('blocked_calls', 'blocked calls of one plan over N within a window'), ('disabled_member_declaration', 'a plan declared for a disabled member'), ('token_refused', "a guard refused its plan's token"), ('decisions_lost', "a guard's decisions were lost"), ('key_rotation_failed', 'signing key rotation failed'), ('approval_waiting', 'an approval waits longer than M minutes')], max_length=40)),
-                ('threshold', models.PositiveIntegerField(default=10, help_text='blocked calls: alert when one plan has more than this many')),
-                ('window_minutes', models.PositiveIntegerField(default=10, help_text='blocked calls: counted over this many minutes')),
-                ('wait_minutes', models.PositiveIntegerField(default=30, help_text='approval waiting: alert once a plan has waited this long')),
-                ('dedup_minutes', models.PositiveIntegerField(default=60, help_text='the same rule and subject within this many minutes make one alert, counted')),
-                ('channels', models.JSONField(default=list, help_text='webhook, email and/or slack')),
-                ('email_to', models.CharField(blank=True, help_text='comma-separated addresses, for the e-mail channel', max_length=1000, verbose_name='e-mail to')),
-                ('enabled', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='alert_rules', to='teams.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("blocked_calls", "blocked calls of one plan over N within a window"),
+                            (
+                                "disabled_member_declaration",
+                                "a plan declared for a disabled member",
+                            ),
+                            ("token_refused", "a guard refused its plan's token"),
+                            ("decisions_lost", "a guard's decisions were lost"),
+                            ("key_rotation_failed", "signing key rotation failed"),
+                            ("approval_waiting", "an approval waits longer than M minutes"),
+                        ],
+                        max_length=40,
+                    ),
+                ),
+                (
+                    "threshold",
+                    models.PositiveIntegerField(
+                        default=10,
+                        help_text="blocked calls: alert when one plan has more than this many",
+                    ),
+                ),
+                (
+                    "window_minutes",
+                    models.PositiveIntegerField(
+                        default=10, help_text="blocked calls: counted over this many minutes"
+                    ),
+                ),
+                (
+                    "wait_minutes",
+                    models.PositiveIntegerField(
+                        default=30,
+                        help_text="approval waiting: alert once a plan has waited this long",
+                    ),
+                ),
+                (
+                    "dedup_minutes",
+                    models.PositiveIntegerField(
+                        default=60,
+                        help_text="the same rule and subject within this many minutes make one alert, counted",
+                    ),
+                ),
+                (
+                    "channels",
+                    models.JSONField(default=list, help_text="webhook, email and/or slack"),
+                ),
+                (
+                    "email_to",
+                    models.CharField(
+                        blank=True,
+                        help_text="comma-separated addresses, for the e-mail channel",
+                        max_length=1000,
+                        verbose_name="e-mail to",
+                    ),
+                ),
+                ("enabled", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="alert_rules",
+                        to="teams.team",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'alert rule',
-                'ordering': ['team', 'kind', 'id'],
+                "verbose_name": "alert rule",
+                "ordering": ["team", "kind", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Alert',
+            name="Alert",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('blocked_calls', 'blocked calls of one plan over N within a window'), ('disabled_member_declaration', 'a plan declared for a disabled member'), ('token_refused', "a guard refused its plan's token"), ('decisions_lost', "a guard's decisions were lost"), ('key_rotation_failed', 'signing key rotation failed'), ('approval_waiting', 'an approval waits longer than M minutes')], max_length=40)),
-                ('subject', models.CharField(max_length=254)),
-                ('summary', models.CharField(max_length=500)),
-                ('url', models.URLField(max_length=500, verbose_name='URL')),
-                ('details', models.JSONField(blank=True, default=dict)),
-                ('count', models.PositiveIntegerField(default=1)),
-                ('first_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='alerts', to='teams.team')),
-                ('rule', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='alerts', to='notify.alertrule')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("blocked_calls", "blocked calls of one plan over N within a window"),
+                            (
+                                "disabled_member_declaration",
+                                "a plan declared for a disabled member",
+                            ),
+                            ("token_refused", "a guard refused its plan's token"),
+                            ("decisions_lost", "a guard's decisions were lost"),
+                            ("key_rotation_failed", "signing key rotation failed"),
+                            ("approval_waiting", "an approval waits longer than M minutes"),
+                        ],
+                        max_length=40,
+                    ),
+                ),
+                ("subject", models.CharField(max_length=254)),
+                ("summary", models.CharField(max_length=500)),
+                ("url", models.URLField(max_length=500, verbose_name="URL")),
+                ("details", models.JSONField(blank=True, default=dict)),
+                ("count", models.PositiveIntegerField(default=1)),
+                ("first_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("last_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="alerts",
+                        to="teams.team",
+                    ),
+                ),
+                (
+                    "rule",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="alerts",
+                        to="notify.alertrule",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-first_at', '-id'],
+                "ordering": ["-first_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='SlackUserLink',
+            name="SlackUserLink",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('slack_user_id', models.CharField(help_text='U... (Slack: profile, Copy member ID)', max_length=32, verbose_name='Slack user id')),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='teams.team')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='slack_links', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "slack_user_id",
+                    models.CharField(
+                        help_text="U... (Slack: profile, Copy member ID)",
+                        max_length=32,
+                        verbose_name="Slack user id",
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="teams.team",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="slack_links",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'Slack user',
+                "verbose_name": "Slack user",
             },
         ),
         migrations.CreateModel(
-            name='TeamSlack',
+            name="TeamSlack",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('webhook_url_encrypted', models.TextField(editable=False)),
-                ('active', models.BooleanField(default=True)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('team', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='slack', to='teams.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("webhook_url_encrypted", models.TextField(editable=False)),
+                ("active", models.BooleanField(default=True)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "team",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="slack",
+                        to="teams.team",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'Slack connection',
+                "verbose_name": "Slack connection",
             },
         ),
         migrations.CreateModel(
-            name='AlertDelivery',
+            name="AlertDelivery",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('plan_id', models.CharField(blank=True, max_length=26)),
-                ('channel', models.CharField(choices=[('webhook', "the team's signed webhook"), ('email', 'e-mail'), ('slack', "the team's Slack")], max_length=16)),
-                ('delivery_id', models.UUIDField(db_index=True, default=uuid.uuid4)),
-                ('attempt', models.PositiveSmallIntegerField()),
-                ('status_code', models.PositiveSmallIntegerField(blank=True, null=True)),
-                ('error', models.CharField(blank=True, max_length=500)),
-                ('sent_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('next_retry_at', models.DateTimeField(blank=True, help_text='when the next attempt is due; empty: no more', null=True)),
-                ('alert', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='deliveries', to='notify.alert')),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='teams.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("plan_id", models.CharField(blank=True, max_length=26)),
+                (
+                    "channel",
+                    models.CharField(
+                        choices=[
+                            ("webhook", "the team's signed webhook"),
+                            ("email", "e-mail"),
+                            ("slack", "the team's Slack"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("delivery_id", models.UUIDField(db_index=True, default=uuid.uuid4)),
+                ("attempt", models.PositiveSmallIntegerField()),
+                ("status_code", models.PositiveSmallIntegerField(blank=True, null=True)),
+                ("error", models.CharField(blank=True, max_length=500)),
+                ("sent_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "next_retry_at",
+                    models.DateTimeField(
+                        blank=True,
+                        help_text="when the next attempt is due; empty: no more",
+                        null=True,
+                    ),
+                ),
+                (
+                    "alert",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="deliveries",
+                        to="notify.alert",
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="teams.team",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'alert deliveries',
-                'ordering': ['-sent_at', '-id'],
-                'constraints': [models.UniqueConstraint(fields=('delivery_id', 'attempt'), name='unique_alert_delivery_attempt')],
+                "verbose_name_plural": "alert deliveries",
+                "ordering": ["-sent_at", "-id"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("delivery_id", "attempt"), name="unique_alert_delivery_attempt"
+                    )
+                ],
             },
         ),
         migrations.AddIndex(
-            model_name='alert',
-            index=models.Index(fields=['rule', 'subject', '-first_at'], name='alert_dedup'),
+            model_name="alert",
+            index=models.Index(fields=["rule", "subject", "-first_at"], name="alert_dedup"),
         ),
         migrations.AddConstraint(
-            model_name='slackuserlink',
-            constraint=models.UniqueConstraint(fields=('team', 'slack_user_id'), name='unique_slack_user_per_team'),
+            model_name="slackuserlink",
+            constraint=models.UniqueConstraint(
+                fields=("team", "slack_user_id"), name="unique_slack_user_per_team"
+            ),
         ),
     ]

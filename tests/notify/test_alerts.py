@@ -49,9 +49,7 @@ def rule(team, kind: str, channels: list[str] | None = None, **fields) -> AlertR
 
 
 def declare(persona, **overrides):
-    return persona.client.post(
-        "/v1/plans", {"plan": plan_document(**overrides)}, format="json"
-    )
+    return persona.client.post("/v1/plans", {"plan": plan_document(**overrides)}, format="json")
 
 
 def blocked(at: str | None = None) -> dict:
@@ -131,9 +129,7 @@ def test_a_declaration_for_a_disabled_member_fires_with_the_member_page(
     (alert,) = Alert.objects.all()
     assert alert.subject == "dora@acme.dev"
     assert "dora@acme.dev" in alert.summary and "summariser" in alert.summary
-    assert alert.url == (
-        f"https://plangate.test/admin/members/member/{disabled_member.pk}/change/"
-    )
+    assert alert.url == (f"https://plangate.test/admin/members/member/{disabled_member.pk}/change/")
 
 
 def test_a_token_the_guard_refused_fires(agent, team):
@@ -366,9 +362,7 @@ def test_a_slack_answer_of_500_is_retried(team, receiver):
     alert = alert_raise(rule=lost, subject="p1", summary="lost", url="https://x.test/").alert
     receiver.statuses = [500]
 
-    deliver_alert.apply(
-        kwargs={"alert_id": alert.pk, "channel": "slack", "delivery_id": "0" * 32}
-    )
+    deliver_alert.apply(kwargs={"alert_id": alert.pk, "channel": "slack", "delivery_id": "0" * 32})
 
     rows = list(AlertDelivery.objects.order_by("attempt"))
     assert [(row.attempt, row.status_code) for row in rows] == [(1, 500), (2, 200)]

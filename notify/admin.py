@@ -29,8 +29,8 @@ from .models import (
     TeamWebhook,
     WebhookDelivery,
 )
-from .slack import team_slack_save
 from .signing import SIGNATURE_HEADER, TIMESTAMP_HEADER
+from .slack import team_slack_save
 from .webhooks import WEBHOOK_SECRET_MAX_LENGTH, team_webhook_save
 
 
@@ -190,7 +190,14 @@ class AlertRuleAdmin(ServiceSavedAdmin, PlangateModelAdmin):
 
 class AlertDeliveryInline(admin.TabularInline):
     model = AlertDelivery
-    fields = ["channel", "attempt", "sent_at", "status_code", "error", "next_retry_at"]
+    fields: ClassVar[tuple[str, ...]] = (
+        "channel",
+        "attempt",
+        "sent_at",
+        "status_code",
+        "error",
+        "next_retry_at",
+    )
     readonly_fields = fields
     extra = 0
     can_delete = False

@@ -9,7 +9,6 @@ class NotifyConfig(AppConfig):
         # Approvers are told when a plan starts to wait (plans.approvals sends the signal
         # once the plan's transaction commits).
         from plans.approvals import approval_requested
-
         from plans.keys import signing_key_rotation_failed
 
         from .receivers import (

@@ -104,7 +104,7 @@ class AlertRule(models.Model):
             "disabled_member_declaration",
             "a plan declared for a disabled member",
         )
-        TOKEN_REFUSED = "token_refused", "a guard refused its plan's token"  # noqa: S105
+        TOKEN_REFUSED = "token_refused", "a guard refused its plan's token"
         DECISIONS_LOST = "decisions_lost", "a guard's decisions were lost"
         KEY_ROTATION_FAILED = "key_rotation_failed", "signing key rotation failed"
         APPROVAL_WAITING = "approval_waiting", "an approval waits longer than M minutes"

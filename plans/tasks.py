@@ -23,7 +23,6 @@ from .services import plans_expire
 logger = logging.getLogger(__name__)
 
 
-
 def _rotation_failed(detail: str) -> None:
     for receiver, outcome in signing_key_rotation_failed.send_robust(
         sender=SigningKey, detail=detail

@@ -33,9 +33,7 @@ def test_beat_and_a_worker_raise_and_deliver_an_alert_retrying_a_failure(
     assert response.status_code == 202, response.content
 
     def attempts() -> list[tuple[int, int | None]]:
-        return list(
-            AlertDelivery.objects.order_by("attempt").values_list("attempt", "status_code")
-        )
+        return list(AlertDelivery.objects.order_by("attempt").values_list("attempt", "status_code"))
 
     previous_queue = app.conf.task_default_queue
     try:

@@ -71,9 +71,7 @@ def test_another_teams_admin_sees_neither_the_rules_nor_the_alerts(team, other_t
         team=team, alert=alert, channel="email", attempt=1, error="SMTPException: refused"
     )
     mine = logged_in(make_person("tessa", "tessa@acme.dev", group=TEAM_ADMINS, teams=[team]))
-    theirs = logged_in(
-        make_person("gus", "gus@globex.test", group=TEAM_ADMINS, teams=[other_team])
-    )
+    theirs = logged_in(make_person("gus", "gus@globex.test", group=TEAM_ADMINS, teams=[other_team]))
 
     page = mine.get(reverse("admin:notify_alert_changelist")).content.decode()
     assert "lost one" in page and "SMTPException: refused" in page

@@ -370,6 +370,13 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="plangate@localhost")
 PLANGATE_WEBHOOK_MAX_ATTEMPTS = env.int("PLANGATE_WEBHOOK_MAX_ATTEMPTS", default=5)
 PLANGATE_WEBHOOK_TIMEOUT = env.float("PLANGATE_WEBHOOK_TIMEOUT", default=5.0)
 PLANGATE_WEBHOOK_MAX_BACKOFF = env.int("PLANGATE_WEBHOOK_MAX_BACKOFF", default=300)
+# Alerts (docs/alerts.md): how often beat reads the audit trail for the teams' alert rules.
+ALERT_SCAN_SECONDS = env.int("ALERT_SCAN_SECONDS", default=30)
+# Slack: the app's signing secret verifies its interaction requests (approve / deny from a
+# message); empty, the interactions endpoint refuses every request. Plangate posts only to
+# Slack's own hooks host, plus these prefixes (a test's local receiver, a proxy).
+SLACK_SIGNING_SECRET = env.str("SLACK_SIGNING_SECRET", default="")
+SLACK_EXTRA_URL_PREFIXES: list[str] = env.list("SLACK_EXTRA_URL_PREFIXES", default=[])
 
 # Celery. Without CELERY_BROKER_URL the broker is a folder under var/: worker, beat and
 # web server on one machine need no outside service. Every folder kombu's filesystem
@@ -426,6 +433,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "audit.tasks.seal_audit_records",
         "schedule": max(1, AUDIT_SEAL_SECONDS),
         "options": {"expires": max(1, AUDIT_SEAL_SECONDS)},
+    },
+    "scan-alerts": {
+        "task": "notify.tasks.scan_alerts",
+        "schedule": max(1, ALERT_SCAN_SECONDS),
+        "options": {"expires": max(1, ALERT_SCAN_SECONDS)},
     },
     "apply-retention": {
         "task": "plans.retention.apply_retention",

@@ -35,6 +35,7 @@ urlpatterns = [
     path("v1/audit/", include("audit.urls")),
     path("v1/admin/", include("adminapi.urls")),
     path("scim/v2/", include("directory.urls")),
+    path("v1/", include("notify.urls")),
     path("v1/", include("plans.urls")),
     path("oidc/", include("mozilla_django_oidc.urls")),
     path("webauthn/", include("django_otp_webauthn.urls", namespace="otp_webauthn")),

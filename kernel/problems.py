@@ -77,6 +77,7 @@ class Code(StrEnum):
     DELEGATION_REFUSED = "delegation_refused"
     BUDGET_UNAVAILABLE = "budget_unavailable"
     INVALID_DPOP_PROOF = "invalid_dpop_proof"
+    INVALID_SLACK_SIGNATURE = "invalid_slack_signature"
 
 
 # What each code answers. Keyed by Code; a Code is a str, so a plain string looks up too.
@@ -119,6 +120,7 @@ PROBLEMS: dict[Code, Problem] = {
     Code.DELEGATION_REFUSED: Problem(403, "That agent cannot receive this delegation"),
     Code.BUDGET_UNAVAILABLE: Problem(409, "The parent plan has not that much left"),
     Code.INVALID_DPOP_PROOF: Problem(401, "The DPoP proof is missing or not valid"),
+    Code.INVALID_SLACK_SIGNATURE: Problem(401, "The Slack request signature is not valid"),
 }
 
 

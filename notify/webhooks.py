@@ -119,30 +119,17 @@ def backoff_seconds(attempt: int) -> int:
     return int(min(2**attempt, settings.PLANGATE_WEBHOOK_MAX_BACKOFF))
 
 
-@dataclass(frozen=True)
-class AttemptResult:
-    delivery: WebhookDelivery
-    #: seconds until the next attempt, or None: delivered, or no attempt left
-    retry_in: int | None
-
-
-def webhook_attempt(
-    *, webhook_id: int, delivery_id: str, plan_id: str, event: str, payload: dict, attempt: int
-) -> AttemptResult | None:
-    """POST ``payload`` to the webhook once and record the attempt. None when the webhook
-    is gone or switched off meanwhile (nothing is sent, nothing recorded).
-
-    The body is the same bytes on every attempt; the timestamp, and so the signature, is
-    the attempt's own (notify.signing says what is signed).
-    """
+def webhook_post(
+    *, webhook: TeamWebhook, body: bytes, event: str, delivery_id: str
+) -> tuple[int | None, str]:
+    """POST ``body`` to ``webhook`` once, signed (notify.signing): the receiver's status
+    code (None when none answered) and an error, "" when it answered 2xx. Never raises
+    for the receiver's or the network's failures. Approval notifications and alerts both
+    send through it."""
     # Here, not at import: only the worker sends; the web server never loads an HTTP client
     # (tests/policies/test_simulator_imports.py).
     import httpx
 
-    webhook = TeamWebhook.objects.filter(pk=webhook_id, active=True).first()
-    if webhook is None:
-        return None
-    body = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
     status_code: int | None = None
     error = ""
     try:
@@ -152,7 +139,7 @@ def webhook_attempt(
             "Content-Type": "application/json",
             "User-Agent": "Plangate-Webhook/1",
             EVENT_HEADER: event,
-            DELIVERY_HEADER: str(delivery_id),
+            DELIVERY_HEADER: delivery_id,
             TIMESTAMP_HEADER: str(timestamp),
             SIGNATURE_HEADER: webhook_signature(secret=secret, timestamp=timestamp, body=body),
         }
@@ -170,6 +157,32 @@ def webhook_attempt(
         error = str(exc)
     except httpx.HTTPError as exc:
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return status_code, error
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    delivery: WebhookDelivery
+    #: seconds until the next attempt, or None: delivered, or no attempt left
+    retry_in: int | None
+
+
+def webhook_attempt(
+    *, webhook_id: int, delivery_id: str, plan_id: str, event: str, payload: dict, attempt: int
+) -> AttemptResult | None:
+    """POST ``payload`` to the webhook once and record the attempt. None when the webhook
+    is gone or switched off meanwhile (nothing is sent, nothing recorded).
+
+    The body is the same bytes on every attempt; the timestamp, and so the signature, is
+    the attempt's own (notify.signing says what is signed).
+    """
+    webhook = TeamWebhook.objects.filter(pk=webhook_id, active=True).first()
+    if webhook is None:
+        return None
+    body = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
+    status_code, error = webhook_post(
+        webhook=webhook, body=body, event=event, delivery_id=str(delivery_id)
+    )
     delivered = not error
     retry_in = None
     if not delivered and attempt < settings.PLANGATE_WEBHOOK_MAX_ATTEMPTS:

@@ -15,12 +15,20 @@ from audit.doors import AuditedTask
 from kernel.ratelimit import rate_limit_windows_purge
 
 from .approvals import plans_approval_expire
-from .keys import EncryptionKeyError, signing_key_rotate
+from .keys import EncryptionKeyError, signing_key_rotate, signing_key_rotation_failed
 from .models import SigningKey
 from .retention import apply_retention  # noqa: F401 (registered with the worker here)
 from .services import plans_expire
 
 logger = logging.getLogger(__name__)
+
+
+def _rotation_failed(detail: str) -> None:
+    for receiver, outcome in signing_key_rotation_failed.send_robust(
+        sender=SigningKey, detail=detail
+    ):
+        if isinstance(outcome, Exception):
+            logger.error("rotation-failure receiver %r failed: %r", receiver, outcome)
 
 
 def _active_kid() -> str:
@@ -52,9 +60,12 @@ def rotate_signing_keys() -> dict:
     except EncryptionKeyError as exc:
         # The message names the kid that cannot be decrypted; retrying will not fix it.
         logger.error("signing-key rotation refused: %s", exc)
+        _rotation_failed(str(exc))
         raise
-    except Exception:
-        logger.exception("signing-key rotation failed; active key %s", _active_kid())
+    except Exception as exc:
+        active = _active_kid()
+        logger.exception("signing-key rotation failed; active key %s", active)
+        _rotation_failed(f"{type(exc).__name__}: {exc} (active key {active})")
         raise
     return {
         "outcome": result.outcome,

@@ -31,6 +31,7 @@ from .lifecycle import (
     signing_key_create,
     signing_key_revoke,
     signing_key_rotate,
+    signing_key_rotation_failed,
     signing_keys_bootstrap,
 )
 from .publishing import jwks_document, published_keys, signing_key_public
@@ -62,6 +63,7 @@ __all__ = [
     "signing_key_public",
     "signing_key_revoke",
     "signing_key_rotate",
+    "signing_key_rotation_failed",
     "signing_keys_bootstrap",
     "signing_keys_reencrypt",
     "signing_readiness",

@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from guard.jwk import b64url_encode, jwk_thumbprint, public_jwk
@@ -41,6 +42,11 @@ from .results import KeyChange, RevocationResult, RotationResult
 logger = logging.getLogger(__name__)
 
 State = SigningKey.State
+
+
+#: sent by the scheduled rotation's task (plans.tasks) when a run fails, with ``detail``
+#: (the error): notify's alerts listen. A failed run writes no row to read it from.
+signing_key_rotation_failed = Signal()
 
 
 def _seconds(moment: datetime) -> str:

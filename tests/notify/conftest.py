@@ -41,6 +41,7 @@ def ensure_groups() -> None:
     """The groups come from data migrations; a transactional test's flush removes them."""
     ensure_admin_groups()
     importlib.import_module("notify.migrations.0002_approvers_group").grant(Group, Permission)
+    importlib.import_module("notify.migrations.0005_alert_permissions").grant(Group, Permission)
 
 
 @pytest.fixture(autouse=True)

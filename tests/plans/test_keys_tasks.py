@@ -32,6 +32,7 @@ def test_beat_checks_for_a_due_rotation_every_check_interval_and_sweeps_expired_
         "plans.tasks.expire_approvals": settings.APPROVAL_EXPIRY_SWEEP_SECONDS,
         seal_audit_records.name: settings.AUDIT_SEAL_SECONDS,
         "plans.retention.apply_retention": settings.RETENTION_SECONDS,
+        "notify.tasks.scan_alerts": settings.ALERT_SCAN_SECONDS,
     }
     assert set(tasks) <= set(app.tasks)
     # Checks, not one tick a period: a tick the broker lost costs minutes, not a day.

@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
@@ -60,6 +59,8 @@ def discovery() -> dict[str, Any]:
     key = f"plangate:oidc-discovery:{issuer}"
     document = cache.get(key)
     if document is None:
+        import httpx  # only here: the server loads no HTTP client until a sign-in needs one
+
         url = f"{issuer}/.well-known/openid-configuration"
         try:
             response = httpx.get(url, timeout=10, follow_redirects=False)

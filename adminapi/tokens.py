@@ -8,17 +8,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
-from django.utils import timezone
-
-from audit.actors import current_actor
-from audit.changes import change_append, created_changes
-from guard.errors import FieldError
-from kernel.credentials import credential_lookup, credential_touch
+from audit.tokens import team_token_create, team_token_find, team_token_revoke
+from kernel.credentials import credential_touch
 from kernel.problems import Code, DomainError
 from teams.models import Team
 
-from .models import ADMIN_TOKEN_FORMAT, AdminToken
+from .models import AdminToken
 
 OBJECT_TYPE = "admin token"
 
@@ -31,70 +26,34 @@ def admin_token_create(
     user: Any = None,
     created_by: str | None = None,
 ) -> tuple[AdminToken, str]:
-    """Create an admin API token for ``team`` and return it with its plaintext, which is
-    shown once and never stored. ``user``: the console user it decides approvals as."""
-    if len(name) > AdminToken._meta.get_field("name").max_length:  # type: ignore[operator]
-        raise DomainError(
-            Code.INVALID_REQUEST,
-            "The name is too long.",
-            errors=[FieldError("name", "at most 200 characters")],
-        )
-    minted = ADMIN_TOKEN_FORMAT.mint()
-    with transaction.atomic():
-        token = AdminToken.objects.create(
-            team=team,
-            name=name,
-            can_write=can_write,
-            user=user,
-            lookup_id=minted.lookup_id,
-            secret_hash=minted.secret_hash,
-            created_by=current_actor() if created_by is None else created_by,
-        )
-        change_append(
-            team=team,
-            object_type=OBJECT_TYPE,
-            object_id=token.pk,
-            name=token.prefix,
-            action="created",
-            changes=created_changes(
-                {
-                    "name": name,
-                    "scope": token.scope,
-                    "user": user.get_username() if user is not None else "",
-                }
-            ),
-        )
-    return token, minted.plaintext
+    """An admin API token for ``team`` (``audit.tokens.team_token_create``); ``user``: the
+    console user it decides approvals as."""
+    return team_token_create(
+        AdminToken,
+        team=team,
+        object_type=OBJECT_TYPE,
+        name=name,
+        created_by=created_by,
+        shown={
+            "scope": "write" if can_write else "read",
+            "user": user.get_username() if user is not None else "",
+        },
+        can_write=can_write,
+        user=user,
+    )
 
 
 def admin_token_revoke(*, token: AdminToken) -> bool:
-    """Revoke ``token`` (its next request answers 401); False when it already was."""
-    with transaction.atomic():
-        revoked = AdminToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
-        if revoked:
-            change_append(
-                team=token.team_id,
-                object_type=OBJECT_TYPE,
-                object_id=token.pk,
-                name=token.prefix,
-                action="revoked",
-            )
-    token.refresh_from_db(fields=["revoked_at"])
-    return bool(revoked)
+    return team_token_revoke(token, object_type=OBJECT_TYPE)
 
 
 def admin_token_authenticate(plaintext: str) -> AdminToken:
     """The usable token for ``plaintext``, or DomainError ``invalid_admin_token``."""
-    invalid = DomainError(
-        Code.INVALID_ADMIN_TOKEN, "The admin token is missing, unknown or revoked."
-    )
-    token = credential_lookup(
-        AdminToken.objects.usable().select_related("team", "user"), ADMIN_TOKEN_FORMAT, plaintext
-    )
+    token = team_token_find(AdminToken, plaintext, "user")
     if token is None:
-        raise invalid
+        raise DomainError(
+            Code.INVALID_ADMIN_TOKEN, "The admin token is missing, unknown or revoked."
+        )
     return token
 
 

@@ -21,6 +21,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from kernel.credentials import CredentialFormat
+from kernel.models import TeamToken
 
 
 class AuditRecordQuerySet(models.QuerySet["AuditRecord"]):
@@ -185,46 +186,15 @@ class AuditChainHead(models.Model):
 AUDIT_TOKEN_FORMAT = CredentialFormat(prefix="pga_", purpose=b"plangate.audit-token.v1")
 
 
-class AuditTokenQuerySet(models.QuerySet["AuditToken"]):
-    def usable(self) -> AuditTokenQuerySet:
-        return self.filter(revoked_at__isnull=True)
-
-
-class AuditToken(models.Model):
+class AuditToken(TeamToken):
     """A read-only bearer credential for one team's sealed audit records (the records API),
     created by a superuser. Only a keyed hash of the secret is kept (``kernel.credentials``,
     as for API keys); the plaintext is shown once."""
 
-    team_path: ClassVar[str] = "team"
+    credential_format = AUDIT_TOKEN_FORMAT
 
-    team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="+")
-    name = models.CharField(max_length=200, blank=True)
-    lookup_id = models.CharField(max_length=16, unique=True, editable=False)
-    secret_hash = models.CharField(max_length=64, editable=False)
-    created_at = models.DateTimeField(default=timezone.now)
-    created_by = models.CharField(max_length=254, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
-
-    objects = AuditTokenQuerySet.as_manager()
-
-    # DRF's IsAuthenticated asks the authenticated "user"; on the records API that is the
-    # token, as the Agent is on the agents' API.
-    is_authenticated = True
-
-    class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return self.prefix
-
-    @property
-    def prefix(self) -> str:
-        """The visible, non-secret start of the token, enough to recognise it."""
-        return AUDIT_TOKEN_FORMAT.visible_prefix(self.lookup_id)
-
-    def is_revoked(self) -> bool:
-        return self.revoked_at is not None
+    class Meta(TeamToken.Meta):
+        pass
 
 
 class AuditExportCursor(models.Model):

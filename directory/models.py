@@ -10,45 +10,19 @@ from django.db import models
 from django.utils import timezone
 
 from kernel.credentials import CredentialFormat
+from kernel.models import TeamToken
 
 SCIM_TOKEN_FORMAT = CredentialFormat(prefix="pgs_", purpose=b"plangate.scim-token.v1")
 
 
-class ScimTokenQuerySet(models.QuerySet["ScimToken"]):
-    def usable(self) -> ScimTokenQuerySet:
-        return self.filter(revoked_at__isnull=True)
-
-
-class ScimToken(models.Model):
+class ScimToken(TeamToken):
     """An identity provider's bearer credential for one team's ``/scim/v2``: it provisions
     that team's members and member groups, and nothing else."""
 
-    team_path: ClassVar[str] = "team"
+    credential_format = SCIM_TOKEN_FORMAT
 
-    team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="+")
-    name = models.CharField(max_length=200, blank=True)
-    lookup_id = models.CharField(max_length=16, unique=True, editable=False)
-    secret_hash = models.CharField(max_length=64, editable=False)
-    created_at = models.DateTimeField(default=timezone.now)
-    created_by = models.CharField(max_length=254, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
-
-    objects = ScimTokenQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["-created_at"]
+    class Meta(TeamToken.Meta):
         verbose_name = "SCIM token"
-
-    def __str__(self) -> str:
-        return self.prefix
-
-    @property
-    def prefix(self) -> str:
-        return SCIM_TOKEN_FORMAT.visible_prefix(self.lookup_id)
-
-    def is_revoked(self) -> bool:
-        return self.revoked_at is not None
 
 
 class ScimUser(models.Model):

@@ -5,69 +5,25 @@ the team's activity log."""
 
 from __future__ import annotations
 
-from django.db import transaction
-from django.utils import timezone
-
-from audit.actors import current_actor
-from audit.changes import change_append, created_changes
-from guard.errors import FieldError
-from kernel.credentials import credential_lookup, credential_touch
-from kernel.problems import Code, DomainError
+from audit.tokens import team_token_create, team_token_find, team_token_revoke
+from kernel.credentials import credential_touch
 from teams.models import Team
 
-from .models import SCIM_TOKEN_FORMAT, ScimToken
+from .models import ScimToken
 
 OBJECT_TYPE = "SCIM token"
 
 
 def scim_token_create(*, team: Team, name: str = "") -> tuple[ScimToken, str]:
-    if len(name) > 200:
-        raise DomainError(
-            Code.INVALID_REQUEST,
-            "The name is too long.",
-            errors=[FieldError("name", "at most 200 characters")],
-        )
-    minted = SCIM_TOKEN_FORMAT.mint()
-    with transaction.atomic():
-        token = ScimToken.objects.create(
-            team=team,
-            name=name,
-            lookup_id=minted.lookup_id,
-            secret_hash=minted.secret_hash,
-            created_by=current_actor(),
-        )
-        change_append(
-            team=team,
-            object_type=OBJECT_TYPE,
-            object_id=token.pk,
-            name=token.prefix,
-            action="created",
-            changes=created_changes({"name": name}),
-        )
-    return token, minted.plaintext
+    return team_token_create(ScimToken, team=team, object_type=OBJECT_TYPE, name=name)
 
 
 def scim_token_revoke(*, token: ScimToken) -> bool:
-    with transaction.atomic():
-        revoked = ScimToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
-        if revoked:
-            change_append(
-                team=token.team_id,
-                object_type=OBJECT_TYPE,
-                object_id=token.pk,
-                name=token.prefix,
-                action="revoked",
-            )
-    token.refresh_from_db(fields=["revoked_at"])
-    return bool(revoked)
+    return team_token_revoke(token, object_type=OBJECT_TYPE)
 
 
 def scim_token_authenticate(plaintext: str) -> ScimToken | None:
-    return credential_lookup(
-        ScimToken.objects.usable().select_related("team"), SCIM_TOKEN_FORMAT, plaintext
-    )
+    return team_token_find(ScimToken, plaintext)
 
 
 def scim_token_touch(*, token: ScimToken) -> None:

@@ -42,12 +42,12 @@ def test_a_superuser_creates_a_token_that_is_shown_once_and_works(team, superuse
 
 def test_a_superuser_revokes_a_token_after_confirming(team, superuser_client):
     token, plaintext = audit_token_create(team=team)
-    url = f"{TOKENS}{token.pk}/revoke-audit-tokens/"
+    url = f"{TOKENS}{token.pk}/revoke-tokens/"
     assert "Revoke audit tokens" in superuser_client.get(url).content.decode()
     token.refresh_from_db()
     assert token.revoked_at is None  # asking is not revoking
     response = superuser_client.post(
-        TOKENS, {"action": "revoke_audit_tokens", "_selected_action": [token.pk], "post": "yes"}
+        TOKENS, {"action": "revoke_tokens", "_selected_action": [token.pk], "post": "yes"}
     )
     assert response.status_code == 302
     token.refresh_from_db()
@@ -63,7 +63,7 @@ def test_team_admins_and_auditors_neither_see_nor_create_tokens(
         assert client.get(TOKENS).status_code == 403
         assert client.get(f"{TOKENS}add/").status_code == 403
         assert client.post(f"{TOKENS}add/", {"team": team.slug, "once": "x"}).status_code == 403
-        assert client.get(f"{TOKENS}{token.pk}/revoke-audit-tokens/").status_code == 403
+        assert client.get(f"{TOKENS}{token.pk}/revoke-tokens/").status_code == 403
         assert "audittoken" not in client.get("/admin/").content.decode()
     assert AuditToken.objects.count() == 1
     token.refresh_from_db()

@@ -44,16 +44,12 @@ class TeamWebhook(models.Model):
         return self.url
 
 
-class WebhookDelivery(models.Model):
-    """One attempt (``attempt`` 1, 2, ...) of one notification (``delivery_id``, the same
-    across its attempts and sent as ``X-Plangate-Delivery`` so a receiver can drop repeats)."""
+class DeliveryAttempt(models.Model):
+    """One attempt (``attempt`` 1, 2, ...) of one delivery (``delivery_id``, the same across
+    its attempts): what was answered, what failed, when the next attempt is due. Approval
+    webhooks and alerts are retried on the one schedule (notify.webhooks.backoff_seconds)."""
 
-    team_path: ClassVar[str] = "webhook__team"
-
-    webhook = models.ForeignKey(TeamWebhook, on_delete=models.CASCADE, related_name="deliveries")
     delivery_id = models.UUIDField(default=uuid.uuid4, db_index=True)
-    plan_id = models.CharField(max_length=26, db_index=True)
-    event = models.CharField(max_length=64)
     attempt = models.PositiveSmallIntegerField()
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     error = models.CharField(max_length=500, blank=True)
@@ -63,7 +59,21 @@ class WebhookDelivery(models.Model):
     )
 
     class Meta:
+        abstract = True
         ordering = ["-sent_at", "-id"]
+
+
+class WebhookDelivery(DeliveryAttempt):
+    """One attempt (``attempt`` 1, 2, ...) of one notification (``delivery_id``, the same
+    across its attempts and sent as ``X-Plangate-Delivery`` so a receiver can drop repeats)."""
+
+    team_path: ClassVar[str] = "webhook__team"
+
+    webhook = models.ForeignKey(TeamWebhook, on_delete=models.CASCADE, related_name="deliveries")
+    plan_id = models.CharField(max_length=26, db_index=True)
+    event = models.CharField(max_length=64)
+
+    class Meta(DeliveryAttempt.Meta):
         verbose_name_plural = "webhook deliveries"
         constraints = [
             models.UniqueConstraint(
@@ -178,7 +188,7 @@ class Alert(models.Model):
         return self.summary
 
 
-class AlertDelivery(models.Model):
+class AlertDelivery(DeliveryAttempt):
     """One attempt (``attempt`` 1, 2, ...) to deliver one message on one channel: an
     alert, or (``alert`` empty, ``plan_id`` set) an approval request posted to Slack.
     ``delivery_id`` is the same across the attempts of one message."""
@@ -191,17 +201,8 @@ class AlertDelivery(models.Model):
     )
     plan_id = models.CharField(max_length=26, blank=True)
     channel = models.CharField(max_length=16, choices=AlertRule.Channel.choices)
-    delivery_id = models.UUIDField(default=uuid.uuid4, db_index=True)
-    attempt = models.PositiveSmallIntegerField()
-    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
-    error = models.CharField(max_length=500, blank=True)
-    sent_at = models.DateTimeField(default=timezone.now)
-    next_retry_at = models.DateTimeField(
-        null=True, blank=True, help_text="when the next attempt is due; empty: no more"
-    )
 
-    class Meta:
-        ordering = ["-sent_at", "-id"]
+    class Meta(DeliveryAttempt.Meta):
         verbose_name_plural = "alert deliveries"
         constraints = [
             models.UniqueConstraint(

@@ -193,18 +193,38 @@ class _Resources(ScimView):
 def _listing_response(view: ScimView, listing: Any, search: SearchRequest) -> HttpResponse:
     """One page of ``listing``'s resources that ``search`` asks for. The filter is matched
     on the resources as served (scim2-models), so every attribute can be filtered on."""
-    resources = [listing.render(row, view.base_url) for row in listing.rows(view.team)]
-    if search.filter is not None:
-        resources = [item for item in resources if search.filter.match(item)]
+    rows = listing.rows(view.team)
+    if search.filter is None:
+        # No filter: count and slice in the database, render one page.
+        start = max(search.start_index or 1, 1)
+        count = min(max(search.count if search.count is not None else _page_max(), 0), _page_max())
+        page = [listing.render(row, view.base_url) for row in rows[start - 1 : start - 1 + count]]
+        return _page_response(page, search, listing.model, total=rows.count(), start=start)
+    narrowed = scim.rows_narrowed(rows, search.filter.ast)
+    resources = [listing.render(row, view.base_url) for row in narrowed]
+    resources = [item for item in resources if search.filter.match(item)]
     return _page_response(resources, search, listing.model)
 
 
-def _page_response(resources: list[Any], search: SearchRequest, model: Any) -> HttpResponse:
-    start = max(search.start_index or 1, 1)
-    count = min(max(search.count if search.count is not None else _page_max(), 0), _page_max())
-    page = resources[start - 1 : start - 1 + count]
+def _page_response(
+    resources: list[Any],
+    search: SearchRequest,
+    model: Any,
+    *,
+    total: int | None = None,
+    start: int | None = None,
+) -> HttpResponse:
+    """A ListResponse: one page of ``resources``, or ``resources`` as the page already cut
+    at ``start`` from ``total`` rows."""
+    if total is None:
+        start = max(search.start_index or 1, 1)
+        count = min(max(search.count if search.count is not None else _page_max(), 0), _page_max())
+        page = resources[start - 1 : start - 1 + count]
+        total = len(resources)
+    else:
+        page = resources
     answer = cast(Any, ListResponse)[model](
-        total_results=len(resources),
+        total_results=total,
         start_index=start,
         items_per_page=len(page),
         resources=page,

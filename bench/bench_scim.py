@@ -115,7 +115,8 @@ def _measure(size: int) -> dict[str, float]:
     team = team_get_or_create(slug=f"bench-scim-{size}")
     # Seeded in bulk (the bench's set-up, not what it measures).
     Member.objects.bulk_create(
-        Member(team=team, email=f"person{n}@bench.example.com", name=f"Person {n}") for n in range(size)
+        Member(team=team, email=f"person{n}@bench.example.com", name=f"Person {n}")
+        for n in range(size)
     )
     client = Client(HTTP_AUTHORIZATION=f"Bearer {scim_token_create(team=team, name='bench')[1]}")
     someone = Member.objects.filter(team=team).order_by("pk")[size // 2]

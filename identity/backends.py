@@ -76,6 +76,11 @@ class PlangateOIDCBackend(OIDCAuthenticationBackend):
     def update_user(self, user: Any, claims: dict[str, Any]) -> Any:
         with transaction.atomic():
             console_access_apply(user, claims)
+        security_logger.info(
+            "single sign-on: %s signed in as %s",
+            user.get_username(),
+            ", ".join(f"{grant.role}:{grant.team or '*'}" for grant in grants_for(claims)),
+        )
         return user
 
     def _verify_jws(self, payload: str, key: Any) -> dict[str, Any]:

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from django.db.models import Prefetch, QuerySet
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -85,9 +86,7 @@ WRITES = refusals(400, 401, 403, 404, 409, 429)
 
 
 def _page_schema(item: Any, name: str) -> Any:
-    from drf_spectacular.utils import inline_serializer
-    from rest_framework import serializers
-
+    """A page of ``item``s as the list endpoints answer it: the count and the rows."""
     return inline_serializer(
         name=name,
         fields={

@@ -22,6 +22,7 @@ named only if it is still there when read again.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -72,6 +73,15 @@ def _decision_rows(team: Team) -> dict[Key, list[str]]:
     return found
 
 
+def _comparable(value: Any) -> Any:
+    """A record's value as a key part: a list or an object (a record written by hand, or
+    damaged) as its JSON text, which no row's value equals, so it shows as a mismatch
+    instead of failing the check."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
 def _decision_records(team: Team) -> dict[Key, list[str]]:
     found: dict[Key, list[str]] = {}
     records = (
@@ -85,12 +95,12 @@ def _decision_records(team: Team) -> dict[Key, list[str]]:
         key = (
             plan_id,
             _instant(at),
-            details.get("tool"),
+            _comparable(details.get("tool")),
             code,
-            details.get("step"),
-            details.get("reason", ""),
-            rule_key,
-            details.get("argsDigest", ""),
+            _comparable(details.get("step")),
+            _comparable(details.get("reason", "")),
+            tuple(_comparable(part) for part in rule_key) if rule_key else None,
+            _comparable(details.get("argsDigest", "")),
             number,
         )
         where = f"seq {seq}" if seq is not None else f"id {pk} (not sealed yet)"

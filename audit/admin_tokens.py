@@ -9,7 +9,7 @@ revoking one is recorded in the team's activity log, which auditors do read.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from django import forms
 from django.contrib import admin
@@ -35,28 +35,6 @@ class AuditTokenAdmin(SuperuserTokenAdmin, PlangateModelAdmin):
     form_class = AuditTokenCreateForm
     form_template = "admin/audit/audittoken/create.html"
     created_template = "admin/audit/audittoken/created.html"
-    list_display = [
-        "prefix_shown",
-        "name",
-        "team",
-        "created",
-        "created_by",
-        "last_used",
-        "state",
-    ]
-    list_filter = [("team", admin.RelatedOnlyFieldListFilter)]
-    search_fields = ["lookup_id", "name"]
-    list_select_related = ["team"]
-    fields: ClassVar[tuple[str, ...]] = (
-        "prefix_shown",
-        "name",
-        "team",
-        "created_at",
-        "created_by",
-        "last_used_at",
-        "revoked_at",
-    )
-    readonly_fields = fields
 
     def token_create(self, data: dict[str, Any]) -> tuple[AuditToken, str]:
         return audit_token_create(team=data["team"], name=data["name"])

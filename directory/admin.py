@@ -3,7 +3,7 @@ created from "Add SCIM token", shown once, then only revoked."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from django import forms
 from django.contrib import admin
@@ -29,20 +29,6 @@ class ScimTokenAdmin(SuperuserTokenAdmin, PlangateModelAdmin):
     form_class = ScimTokenCreateForm
     form_template = "admin/directory/scimtoken/create.html"
     created_template = "admin/directory/scimtoken/created.html"
-    list_display = ["prefix_shown", "name", "team", "created", "created_by", "last_used", "state"]
-    list_filter = [("team", admin.RelatedOnlyFieldListFilter)]
-    search_fields = ["lookup_id", "name"]
-    list_select_related = ["team"]
-    fields: ClassVar[tuple[str, ...]] = (
-        "prefix_shown",
-        "name",
-        "team",
-        "created_at",
-        "created_by",
-        "last_used_at",
-        "revoked_at",
-    )
-    readonly_fields = fields
 
     def token_create(self, data: dict[str, Any]) -> tuple[ScimToken, str]:
         return scim_token_create(team=data["team"], name=data["name"])

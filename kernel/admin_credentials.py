@@ -10,7 +10,7 @@ The model has ``prefix``, ``created_at``, ``last_used_at``, ``revoked_at`` and
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from django.contrib import admin, messages
 from django.db import router, transaction
@@ -76,6 +76,29 @@ class SuperuserTokenAdmin(RevocableCredentialAdmin):
     created_template = ""
     actions = ["revoke_tokens"]
     object_actions = {"revoke_tokens": "Revoke this token"}
+    # The columns and fields every team token has; a token with more adds its own.
+    list_display: Any = [
+        "prefix_shown",
+        "name",
+        "team",
+        "created",
+        "created_by",
+        "last_used",
+        "state",
+    ]
+    list_filter = [("team", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["lookup_id", "name"]
+    list_select_related = ["team"]
+    fields: ClassVar[tuple[str, ...]] = (
+        "prefix_shown",
+        "name",
+        "team",
+        "created_at",
+        "created_by",
+        "last_used_at",
+        "revoked_at",
+    )
+    readonly_fields = fields
 
     def token_create(self, data: dict[str, Any]) -> tuple[Any, str]:
         raise NotImplementedError
